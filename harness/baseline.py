@@ -1,0 +1,258 @@
+"""Comparing two runs, and the committed per-platform baselines that nightly runs are compared with.
+
+`compare(old, new)` folds each run's results.csv to one record per case and reports what got worse:
+- new failures: a case whose status is FAIL in the new run and was not FAIL in the old one (or was absent);
+- verdict changes: a case whose verdict differs, except a fix (FAIL in old, ok in new), which is listed apart
+  so the baseline gets refreshed but does not fail the night;
+- error growth: the case's max graph error or max eager error grew more than 2x. Values below 1e-6 are
+  noise for every dtype the cases use (fp32 round-off is ~1e-7), so both sides are floored at 1e-6 before
+  the ratio; NaN (not applicable) is never compared; inf (NaN/Inf found) where the old value was finite
+  counts as grown;
+- missing cases: in old, not in new. They count as a regression: a nightly run that silently lost cases
+  (renamed, deleted, or a run cut short) must not read as green. Refresh the baseline when a case is renamed.
+Cases only in the new run are listed; they regress only if they fail.
+
+Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
+backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
+`python -m harness.baseline nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
+calls); `python -m harness.baseline update RUN_DIR` makes that run the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import fingerprint as fingerprint_mod
+from harness.summary import CaseSummary, case_summaries, format_error, read_results, results_csv
+
+GROWTH_FACTOR = 2.0
+# NOTE on the floor: errors are relative (max|out-ref| / max|ref|); fp32 round-off is about 1.2e-7 per op, so
+# anything below 1e-6 is noise and a change from 1e-8 to 1e-7 must not fail a night.
+ERROR_FLOOR = 1e-6
+BASELINE_DIR = Path(__file__).resolve().parents[1] / "reports" / "baselines"
+
+
+# ---------------------------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class CaseChange:
+    case: str
+    old: str
+    new: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class ErrorGrowth:
+    case: str
+    metric: str  # "graph_error" or "eager_error"
+    old: float
+    new: float
+
+    @property
+    def factor(self) -> float:
+        if math.isinf(self.new):
+            return math.inf
+        return self.new / max(self.old, ERROR_FLOOR)
+
+
+@dataclass
+class Comparison:
+    old_path: Path
+    new_path: Path
+    old_cases: int = 0
+    new_cases: int = 0
+    new_failures: list[CaseChange] = field(default_factory=list)
+    verdict_changes: list[CaseChange] = field(default_factory=list)
+    error_growth: list[ErrorGrowth] = field(default_factory=list)
+    missing_in_new: list[str] = field(default_factory=list)
+    fixed: list[CaseChange] = field(default_factory=list)  # FAIL -> ok: good news, refresh the baseline
+    added_in_new: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.new_failures or self.verdict_changes or self.error_growth or self.missing_in_new)
+
+
+# ---------------------------------------------------------------------------------------------- comparing
+
+
+def grew(old: float, new: float) -> bool:
+    """True when `new` is more than GROWTH_FACTOR x `old`, both floored at ERROR_FLOOR; NaN never grows."""
+    if math.isnan(old) or math.isnan(new):
+        return False  # not applicable on one side: a verdict change says more than a number could
+    if math.isinf(new):
+        return not math.isinf(old)
+    if math.isinf(old):
+        return False
+    return max(new, ERROR_FLOOR) > GROWTH_FACTOR * max(old, ERROR_FLOOR)
+
+
+def _by_case(path: Path) -> dict[str, CaseSummary]:
+    return {s.case: s for s in case_summaries(read_results(path))}
+
+
+def compare(old: Path | str, new: Path | str) -> Comparison:
+    """Compare two runs (run directories or results.csv / baseline .csv files), old first."""
+    old_path, new_path = results_csv(old), results_csv(new)
+    old_cases, new_cases = _by_case(old_path), _by_case(new_path)
+    result = Comparison(
+        old_path=old_path, new_path=new_path, old_cases=len(old_cases), new_cases=len(new_cases)
+    )
+    result.missing_in_new = sorted(set(old_cases) - set(new_cases))
+    result.added_in_new = sorted(set(new_cases) - set(old_cases))
+    for name in sorted(new_cases):
+        now = new_cases[name]
+        before = old_cases.get(name)
+        if now.failed and (before is None or not before.failed):
+            note = "new case" if before is None else f"was {before.verdict} (ok)"
+            result.new_failures.append(
+                CaseChange(name, "" if before is None else before.status, now.status, note)
+            )
+        if before is None:
+            continue
+        if before.verdict != now.verdict:
+            change = CaseChange(name, before.verdict, now.verdict, f"expected {now.expected}")
+            (result.fixed if before.failed and not now.failed else result.verdict_changes).append(change)
+        for metric, old_value, new_value in (
+            ("graph_error", before.max_graph_error, now.max_graph_error),
+            ("eager_error", before.max_eager_error, now.max_eager_error),
+        ):
+            if grew(old_value, new_value):
+                result.error_growth.append(ErrorGrowth(name, metric, old_value, new_value))
+    return result
+
+
+# ---------------------------------------------------------------------------------------------- printing
+
+
+def _factor_text(growth: ErrorGrowth) -> str:
+    return "inf" if math.isinf(growth.factor) else f"{growth.factor:.1f}x"
+
+
+def format_comparison(c: Comparison) -> str:
+    lines = [
+        f"compare {c.old_path} ({c.old_cases} cases) -> {c.new_path} ({c.new_cases} cases)",
+        "REGRESSION" if c.regressed else "no regression",
+    ]
+
+    def section(title: str, items: list[str]) -> None:
+        if items:
+            lines.append(f"{title} ({len(items)}):")
+            lines.extend(f"  {item}" for item in items)
+
+    section("new failures", [f"{x.case}: {x.new} ({x.note})" for x in c.new_failures])
+    section("verdict changes", [f"{x.case}: {x.old} -> {x.new} ({x.note})" for x in c.verdict_changes])
+    section(
+        f"errors grown more than {GROWTH_FACTOR:g}x",
+        [
+            f"{g.case}: {g.metric} {format_error(g.old)} -> {format_error(g.new)} ({_factor_text(g)})"
+            for g in c.error_growth
+        ],
+    )
+    section("missing in new run", c.missing_in_new)
+    section("fixed (FAIL -> ok; refresh the baseline)", [f"{x.case}: {x.old} -> {x.new}" for x in c.fixed])
+    section("new cases", c.added_in_new)
+    return "\n".join(lines)
+
+
+def main_compare(old: Path | str, new: Path | str) -> int:
+    """Print the comparison; 1 on regression, 0 otherwise, 2 when a run cannot be read."""
+    try:
+        comparison = compare(old, new)
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"graphsafe report compare: cannot read runs: {exc}", file=sys.stderr)
+        return 2
+    print(format_comparison(comparison))
+    return 1 if comparison.regressed else 0
+
+
+# ---------------------------------------------------------------------------------------------- baselines
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_]+", "-", text.lower()).strip("-")
+
+
+def platform_slug(fingerprint: dict[str, str]) -> str:
+    """ "cpu" for the CPU backend; else GPU name + arch, e.g. "nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942".
+
+    The gfx feature suffix (":sramecc+:xnack-") is dropped: it does not change verdicts, and one baseline per
+    chip is what a reader expects to find.
+    """
+    backend = fingerprint.get("backend", "n/a")
+    name = fingerprint.get("gpu_name", fingerprint_mod.NA)
+    if backend == "cpu" or (backend != "gpu" and name == fingerprint_mod.NA):
+        return "cpu"
+    arch = fingerprint.get("gpu_arch", fingerprint_mod.NA).split(":", 1)[0]
+    parts = [_slug(p) for p in (name, arch) if p and p != fingerprint_mod.NA]
+    return "-".join(p for p in parts if p) or "gpu-unknown"
+
+
+def baseline_path(fingerprint: dict[str, str], root: Path | None = None) -> Path:
+    return (root or BASELINE_DIR) / f"{platform_slug(fingerprint)}.csv"
+
+
+def main_nightly(run_dir: Path | str, root: Path | None = None) -> int:
+    """Compare a finished run with its platform's baseline; 1 on regression or when no baseline exists."""
+    fp = fingerprint_mod.read(run_dir)
+    if not fp:
+        print(
+            f"graphsafe nightly: {run_dir} has no fingerprint.json; cannot tell the platform", file=sys.stderr
+        )
+        return 2
+    path = baseline_path(fp, root)
+    if not path.exists():
+        # A night without a baseline compares with nothing; failing says so instead of a green light.
+        print(
+            f"graphsafe nightly: no baseline {path} for this platform; make one with\n"
+            f"  python -m harness.baseline update {run_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    return main_compare(path, run_dir)
+
+
+def update(run_dir: Path | str, root: Path | None = None) -> Path:
+    """Make this run's results.csv the baseline of its platform; returns the baseline path."""
+    fp = fingerprint_mod.read(run_dir)
+    if not fp:
+        raise FileNotFoundError(f"{run_dir} has no fingerprint.json; cannot tell the platform")
+    path = baseline_path(fp, root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(results_csv(run_dir), path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.baseline", description="Compare graphsafe runs and baselines."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_compare = sub.add_parser("compare", help="compare two runs: exit 1 on regression")
+    p_compare.add_argument("old")
+    p_compare.add_argument("new")
+    p_nightly = sub.add_parser(
+        "nightly", help="compare a run with its platform baseline: exit 1 on regression"
+    )
+    p_nightly.add_argument("run_dir")
+    p_update = sub.add_parser("update", help="make a run the baseline of its platform")
+    p_update.add_argument("run_dir")
+    args = parser.parse_args(argv)
+    if args.command == "compare":
+        return main_compare(args.old, args.new)
+    if args.command == "nightly":
+        return main_nightly(args.run_dir)
+    print(f"baseline written: {update(args.run_dir)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
