@@ -1,0 +1,27 @@
+"""graphsafe's harness: the public contract users' case files rely on.
+
+    from harness import Case, register, check
+    register(Case(name=..., make_inputs=..., op=..., reference=None, tolerance=None, expect="pass"))
+    result = check(case, backend="auto")   # result.verdict, result.rows
+
+Extend this surface; never break it (README, "The public contract").
+"""
+
+from harness.case import REGISTRY, Case, register
+from harness.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
+from harness.protocol import Result, Row, check
+from harness.verdicts import VERDICTS
+
+__all__ = [
+    "REGISTRY",
+    "VERDICTS",
+    "CaptureError",
+    "CaptureSyncError",
+    "Case",
+    "CaseError",
+    "FallbackEager",
+    "Result",
+    "Row",
+    "check",
+    "register",
+]

@@ -1,0 +1,248 @@
+"""Cases: the public `Case` record, its validation, the registry, and loading case files.
+
+A case is data: how to make inputs for a seed, the op, an optional independent reference, a tolerance and
+the verdict it is expected to get. Every problem with a case definition raises CaseError naming the case and
+the field, so a user's case file fails with one clear line instead of a traceback deep in the protocol.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import math
+import pkgutil
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.errors import CaseError
+from harness.verdicts import SEVERITY, VERDICTS
+
+InputFactory = Callable[[int, torch.device], Mapping[str, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One graph-safety check. The first six fields are the public contract; the rest are optional extensions.
+
+    name: unique identifier (also the pytest id and the `repro` argument).
+    make_inputs(seed, device) -> dict[str, Tensor]: every input not in `static_inputs` must differ between seeds.
+    op(**inputs) -> Tensor | tuple[Tensor, ...]: the code under test.
+    reference(**inputs): an independent oracle; None compares graph replay with eager only.
+    tolerance: relative-error threshold overriding the per-dtype default (say why in `note`).
+    expect: the verdict this case should get ("pass" for correct ops, a failure verdict for negative controls).
+    bit_exact: demand bitwise equality (eager vs reference, graph vs eager) instead of a tolerance.
+    static_inputs: inputs that stay the same between A and B (weights); they are still copied in place.
+    mutates: inputs the op is declared to write; others must come back unmodified.
+    family: report grouping; defaults to the defining module's last component.
+    note: why the tolerance or the expectation is what it is.
+    deadline: seconds before an isolated run of this case is killed and gets `timeout` (default: the CLI's).
+    """
+
+    name: str
+    make_inputs: InputFactory
+    op: Callable[..., Any]
+    reference: Callable[..., Any] | None = None
+    tolerance: float | None = None
+    expect: str = "pass"
+    bit_exact: bool = False
+    static_inputs: tuple[str, ...] = ()
+    mutates: tuple[str, ...] = ()
+    family: str = ""
+    note: str = ""
+    deadline: float | None = None
+
+    def __post_init__(self) -> None:
+        label = self.name if isinstance(self.name, str) and self.name else "<unnamed>"
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise CaseError(label, "name", f"must be a non-empty string, got {self.name!r}")
+        if any(ch.isspace() for ch in self.name):
+            raise CaseError(
+                label, "name", "must not contain whitespace (it is a pytest id and a CLI argument)"
+            )
+        for field in ("make_inputs", "op"):
+            if not callable(getattr(self, field)):
+                raise CaseError(label, field, f"must be callable, got {type(getattr(self, field)).__name__}")
+        if self.reference is not None and not callable(self.reference):
+            raise CaseError(
+                label, "reference", f"must be callable or None, got {type(self.reference).__name__}"
+            )
+        if self.tolerance is not None:
+            ok_type = isinstance(self.tolerance, int | float) and not isinstance(self.tolerance, bool)
+            if not ok_type or not math.isfinite(self.tolerance) or self.tolerance <= 0:
+                raise CaseError(
+                    label, "tolerance", f"must be a finite float > 0 or None, got {self.tolerance!r}"
+                )
+        if not isinstance(self.expect, str) or self.expect not in VERDICTS:
+            raise CaseError(
+                label, "expect", f"unknown verdict {self.expect!r}; allowed values: {', '.join(SEVERITY)}"
+            )
+        if self.deadline is not None and (
+            not isinstance(self.deadline, int | float)
+            or isinstance(self.deadline, bool)
+            or self.deadline <= 0
+        ):
+            raise CaseError(
+                label, "deadline", f"must be a number of seconds > 0 or None, got {self.deadline!r}"
+            )
+        if not isinstance(self.bit_exact, bool):
+            raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
+        for field in ("static_inputs", "mutates"):
+            value = getattr(self, field)
+            if isinstance(value, str) or not all(isinstance(v, str) for v in value):
+                raise CaseError(label, field, f"must be a tuple of input names, got {value!r}")
+            object.__setattr__(self, field, tuple(value))
+        if not self.family:
+            object.__setattr__(self, "family", _default_family(self.make_inputs))
+
+    def inputs(self, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        """Call make_inputs and check that it returned a dict of tensors with declared names."""
+        made = self.make_inputs(seed, device)
+        if not isinstance(made, Mapping):
+            raise CaseError(
+                self.name, "make_inputs", f"must return dict[str, Tensor], got {type(made).__name__}"
+            )
+        result: dict[str, torch.Tensor] = {}
+        for key, value in made.items():
+            if not isinstance(key, str):
+                raise CaseError(self.name, "make_inputs", f"input names must be strings, got {key!r}")
+            if not isinstance(value, torch.Tensor):
+                raise CaseError(
+                    self.name,
+                    "make_inputs",
+                    f"input {key!r} is {type(value).__name__}, not a Tensor "
+                    "(bind non-tensor parameters in `op` with functools.partial or a closure)",
+                )
+            result[key] = value
+        for field in ("static_inputs", "mutates"):
+            unknown = [n for n in getattr(self, field) if n not in result]
+            if unknown:
+                raise CaseError(
+                    self.name, field, f"names {unknown} are not inputs; inputs are {sorted(result)}"
+                )
+        return result
+
+
+def _default_family(fn: Callable[..., Any]) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    module = getattr(inspect.unwrap(fn), "__module__", None) or "user"
+    return module.rsplit(".", 1)[-1]
+
+
+class Registry:
+    """Name -> Case, in registration order. One process-wide instance backs `register`."""
+
+    def __init__(self) -> None:
+        self._cases: dict[str, Case] = {}
+        self._origin: dict[str, str] = {}  # case name -> module that registered it
+
+    def add(self, case: Case, origin: str = "") -> Case:
+        if not isinstance(case, Case):
+            raise CaseError(
+                str(getattr(case, "name", "<unknown>")), "case", "register() takes a harness.Case"
+            )
+        if case.name in self._cases and self._cases[case.name] is not case:
+            raise CaseError(case.name, "name", "is already registered by another case; names must be unique")
+        self._cases[case.name] = case
+        self._origin.setdefault(case.name, origin)
+        return case
+
+    def origin(self, name: str) -> str:
+        return self._origin.get(name, "")
+
+    def get(self, name: str) -> Case:
+        try:
+            return self._cases[name]
+        except KeyError:
+            raise KeyError(f"no case named {name!r}; `python -m harness list` lists them") from None
+
+    def names(self) -> list[str]:
+        return list(self._cases)
+
+    def cases(self) -> list[Case]:
+        return list(self._cases.values())
+
+
+REGISTRY = Registry()
+
+
+def register(case: Case) -> Case:
+    """Add a case to the process-wide registry; returns it so it can be used as an expression."""
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    return REGISTRY.add(case, origin=caller)
+
+
+class CaseFileError(Exception):
+    """A case file or module could not be loaded (CLI exit code 2)."""
+
+
+def load_case_source(source: str) -> list[Case]:
+    """Import a case file (path ending in .py) or module (dotted name) and return the cases it registered.
+
+    A module imported earlier (the built-in suite, say) registered its cases then; they are found again by
+    the module they belong to, so asking for a module twice gives the same cases.
+    """
+    before = set(REGISTRY.names())
+    try:
+        if source.endswith(".py") or "/" in source or Path(source).exists():
+            module_name = _import_file(Path(source))
+        else:
+            importlib.import_module(source)
+            module_name = source
+    except CaseError:
+        raise
+    except CaseFileError:
+        raise
+    except Exception as exc:  # any import-time failure of a user's file is a load error, with its reason
+        raise CaseFileError(f"cannot load case source {source!r}: {type(exc).__name__}: {exc}") from exc
+    found = [
+        c for c in REGISTRY.cases() if c.name not in before or _belongs(REGISTRY.origin(c.name), module_name)
+    ]
+    if not found:
+        raise CaseFileError(f"case source {source!r} registered no cases (call harness.register(Case(...)))")
+    return found
+
+
+def _belongs(origin: str, module_name: str) -> bool:
+    return origin == module_name or origin.startswith(module_name + ".")
+
+
+def _import_file(path: Path) -> str:
+    if not path.is_file():
+        raise CaseFileError(f"case file {str(path)!r} does not exist")
+    # A stable synthetic name per file: the same file loaded twice is one module, two files never collide.
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    module_name = f"graphsafe_user_cases_{path.stem.replace('-', '_')}_{digest}"
+    if module_name in sys.modules:
+        return module_name
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise CaseFileError(f"case file {str(path)!r} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[module_name]
+        raise
+    return module_name
+
+
+def load_builtin_suite() -> list[Case]:
+    """Import every module of the `cases` package (skipping tests and private modules)."""
+    import cases
+
+    for info in pkgutil.walk_packages(cases.__path__, prefix="cases."):
+        leaf = info.name.rsplit(".", 1)[-1]
+        if leaf.startswith(("_", "test_", "conftest")):
+            continue
+        importlib.import_module(info.name)
+    return [c for c in REGISTRY.cases() if _belongs(REGISTRY.origin(c.name), "cases")]

@@ -1,0 +1,288 @@
+"""The command line: `python -m harness verify | list | repro | report compare`.
+
+Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise, 2 for a
+usage error or a case file that cannot be loaded (the message names the file or case and the reason).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import sys
+from pathlib import Path
+
+import torch
+
+from harness.backends import BACKEND_NAMES, resolve_backend_name
+from harness.case import REGISTRY, Case, CaseFileError, load_builtin_suite, load_case_source
+from harness.errors import CaseError
+from harness.protocol import DEFAULT_REPLAYS, Result
+from harness.report import ResultsWriter, default_run_dir, write_junit
+from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
+
+
+class UsageError(Exception):
+    pass
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
+def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--backend", choices=BACKEND_NAMES, default="auto", help="auto: the GPU when present, else cpu"
+    )
+    p.add_argument(
+        "--case", action="append", default=[], metavar="FILE_OR_MODULE", help="case file or module"
+    )
+    p.add_argument(
+        "--replays", type=_positive_int, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
+    )
+    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of input A (B_i use seed+1+i)")
+    p.add_argument(
+        "--rebuilds", type=_non_negative_int, default=0, help="recapture R times after the replays"
+    )
+    p.add_argument(
+        "--live-graphs", type=_non_negative_int, default=0, help="keep G graphs live, replay interleaved"
+    )
+    p.add_argument("--report-dir", type=Path, default=None, help="default reports/runs/<time>-<host>/")
+    p.add_argument(
+        "--jobs", type=_positive_int, default=None, help="worker processes (default: one per GPU, else 1)"
+    )
+    p.add_argument(
+        "--deadline", type=float, default=DEFAULT_DEADLINE_S, help="seconds per case before `timeout`"
+    )
+    p.add_argument(
+        "--no-isolate", action="store_true", help="run cases in this process (no crash/timeout isolation)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness", description="graphsafe: graph-replay safety checks"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    verify = sub.add_parser("verify", help="run cases and write a report")
+    _add_run_arguments(verify)
+    verify.add_argument(
+        "-k", dest="pattern", default=None, help="only cases whose name matches (substring or glob)"
+    )
+    listing = sub.add_parser("list", help="list cases")
+    listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
+    listing.add_argument("-k", dest="pattern", default=None)
+    repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
+    repro.add_argument("name")
+    _add_run_arguments(repro)
+    report = sub.add_parser("report", help="report tools")
+    report_sub = report.add_subparsers(dest="report_command", required=True)
+    compare = report_sub.add_parser(
+        "compare", help="regressions of NEW against OLD (results.csv or run dirs)"
+    )
+    compare.add_argument("old", type=Path)
+    compare.add_argument("new", type=Path)
+    return parser
+
+
+def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
+    try:
+        if sources:
+            found: dict[str, Case] = {}
+            for source in sources:
+                for case in load_case_source(source):
+                    found[case.name] = case
+            cases = list(found.values())
+        else:
+            cases = load_builtin_suite()
+    except (CaseError, CaseFileError) as exc:
+        raise UsageError(str(exc)) from exc
+    if pattern:
+        cases = [c for c in cases if _matches(c.name, pattern)]
+        if not cases:
+            raise UsageError(f"-k {pattern!r} matches no case; `python -m harness list` lists them")
+    return cases
+
+
+def _matches(name: str, pattern: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatch(name, pattern)
+    return pattern.lower() in name.lower()
+
+
+def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result], Path]:
+    backend = resolve_backend_name(args.backend)
+    options = RunOptions(
+        backend=backend,
+        replays=args.replays,
+        seed=args.seed,
+        rebuilds=args.rebuilds,
+        live_graphs=args.live_graphs,
+        deadline=args.deadline,
+    )
+    run_dir = args.report_dir or default_run_dir()
+    writer = ResultsWriter(run_dir)
+    progress = _progress(len(cases))
+
+    def on_result(result: Result) -> None:
+        writer.add(result)
+        progress.update(result.case, result.ok)
+
+    try:
+        if args.no_isolate:
+            run_in_process(cases, options, on_result)
+        else:
+            devices = torch.cuda.device_count() if backend == "gpu" else 0
+            jobs = args.jobs or max(1, devices)
+            run_isolated(cases, list(args.case), options, jobs, devices, on_result)
+    finally:
+        progress.close()
+        writer.close()
+        _write_reports(run_dir, writer.results, backend)
+    return writer.results, run_dir
+
+
+def _progress(total: int):  # type: ignore[no-untyped-def]
+    try:
+        from harness.progress import Progress
+    except ImportError:
+        return _PlainProgress(total)
+    return Progress(total)
+
+
+class _PlainProgress:
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.failures = total, 0, 0
+
+    def update(self, case: str, ok: bool) -> None:
+        self.done += 1
+        self.failures += not ok
+        print(f"[{self.done}/{self.total}] failures={self.failures} {case}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
+
+
+def _write_reports(run_dir: Path, results: list[Result], backend: str) -> None:
+    write_junit(run_dir / "junit.xml", results)
+    fingerprint: dict[str, str] = {"backend": backend}
+    try:
+        from harness import fingerprint as fp_module
+
+        fingerprint = fp_module.collect(backend)
+        fp_module.write(run_dir, fingerprint)
+    except ImportError:
+        pass
+    summary = _render_summary(run_dir, results, fingerprint)
+    (run_dir / "summary.md").write_text(summary)
+    try:
+        from harness.html_report import write_html
+
+        write_html(run_dir)
+    except ImportError:
+        pass
+
+
+def _render_summary(run_dir: Path, results: list[Result], fingerprint: dict[str, str]) -> str:
+    try:
+        import pandas as pd
+
+        from harness.summary import render_summary
+
+        return render_summary(pd.read_csv(run_dir / "results.csv", keep_default_na=False), fingerprint)
+    except ImportError:
+        return basic_summary(results)
+
+
+def basic_summary(results: list[Result]) -> str:
+    """Failures first; one line per case."""
+    ordered = sorted(results, key=lambda r: (r.ok, r.case))
+    passed = sum(r.ok for r in results)
+    lines = [
+        f"# graphsafe: {passed}/{len(results)} cases as expected",
+        "",
+        "| case | verdict | expected | detail |",
+    ]
+    lines.append("|---|---|---|---|")
+    for r in ordered:
+        mark = "" if r.ok else " **FAIL**"
+        lines.append(f"| {r.case} | {r.verdict}{mark} | {r.expected} | {r.detail[:160].replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def print_table(results: list[Result]) -> None:
+    width = max([len(r.case) for r in results] + [4])
+    print(f"\n{'case':<{width}}  {'verdict':<15} {'expected':<15} status")
+    for r in sorted(results, key=lambda r: (r.ok, r.case)):
+        print(f"{r.case:<{width}}  {r.verdict:<15} {r.expected:<15} {'ok' if r.ok else 'FAIL'}")
+    failed = sum(not r.ok for r in results)
+    print(f"\n{len(results) - failed} as expected, {failed} not, of {len(results)} cases")
+
+
+def print_replay_table(result: Result) -> None:
+    """The seeds' table: replay | eager error | graph error | threshold | verdict."""
+    print(f"\n{result.case} ({result.backend}): verdict {result.verdict}, expected {result.expected}")
+    print(
+        f"{'pattern':<8}{'replay':>7}{'seed':>7}  {'eager error':>12}  {'graph error':>12}  {'threshold':>10}  verdict"
+    )
+    for row in result.rows:
+        eager = "" if row.eager_error is None else f"{row.eager_error:.6f}"
+        graph = "" if row.graph_error is None else f"{row.graph_error:.6f}"
+        threshold = "" if row.threshold is None else f"{row.threshold:g}"
+        print(
+            f"{row.pattern:<8}{row.replay:>7}{row.seed:>7}  {eager:>12}  {graph:>12}  {threshold:>10}  {row.row_verdict}"
+        )
+    if result.detail:
+        print(f"detail: {result.detail}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "list":
+            for case in select_cases(args.case, args.pattern):
+                print(f"{case.name:<48} {case.family:<20} expect={case.expect}")
+            return 0
+        if args.command == "report":
+            from harness.baseline import main_compare
+
+            return main_compare(args.old, args.new)
+        if args.command == "repro":
+            cases = [c for c in select_cases(args.case, None) if c.name == args.name]
+            if not cases:
+                raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
+        else:
+            cases = select_cases(args.case, args.pattern)
+        results, run_dir = run_verify(args, cases)
+    except UsageError as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return 2
+    except CaseError as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return 2
+    if args.command == "repro":
+        for result in results:
+            print_replay_table(result)
+    else:
+        print_table(results)
+    print(f"report: {run_dir}")
+    return 0 if all(r.ok for r in results) else 1
+
+
+__all__ = ["REGISTRY", "main"]

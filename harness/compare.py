@@ -1,0 +1,151 @@
+"""One comparison function: the seeds' relative error with explicit NaN/Inf and poison accounting.
+
+error = max|out - ref| / (max|ref| + 1e-6), the formula of seed 000 (FreeToken adds 1e-6 to the
+denominator). NaN is never a wildcard: `max` over a NaN is NaN and `NaN > threshold` is False, which is how a
+checker passes a kernel that writes nothing (gpu-mode/pygpubench#7). So non-finite values and poison bit
+patterns in `out` where `ref` holds a finite, non-poison value are counted first, and any such element makes
+the comparison fail with error = inf.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+# Default relative-error thresholds per output dtype (max-norm, like the seeds).
+# bf16 0.02: seed 000's acceptance threshold (FreeToken test_cpu_moe.py). f16 1e-3 and f32 1e-5: one order
+# looser than torch.testing.assert_close's rtol (1e-3 and 1.3e-6) because ours is normalised by max|ref|,
+# not per element. fp8: half an ulp of the format's mantissa (e4m3: 3 bits -> 2^-4; e5m2: 2 bits -> 2^-3).
+DEFAULT_THRESHOLDS: dict[torch.dtype, float] = {
+    torch.float64: 1e-12,
+    torch.float32: 1e-5,
+    torch.float16: 1e-3,
+    torch.bfloat16: 2e-2,
+    torch.float8_e4m3fn: 6.25e-2,
+    torch.float8_e4m3fnuz: 6.25e-2,
+    torch.float8_e5m2: 1.25e-1,
+    torch.float8_e5m2fnuz: 1.25e-1,
+}
+# Integers, booleans and anything without a table entry compare bit-exact.
+
+DENOMINATOR_EPS = 1e-6
+MAX_REPORTED_INDICES = 5
+
+
+def default_threshold(dtype: torch.dtype) -> float:
+    """0.0 means bit-exact."""
+    return DEFAULT_THRESHOLDS.get(dtype, 0.0)
+
+
+def poison_values(dtype: torch.dtype) -> list[float | int]:
+    """Values an unwritten element holds under the harness's poisoning, for this dtype.
+
+    0xFF and 0x7F byte fills (the poisoning allocators) and torch's fill_uninitialized_memory (NaN for
+    floats, the dtype's max for integers). Float NaNs are caught as non-finite; this lists the finite ones.
+    """
+    if dtype == torch.bool or (not dtype.is_floating_point and dtype.itemsize == 1):
+        # One-byte integers (packed fp4, quantized codes) hit 0x7F/0xFF once in 128 random values: too
+        # common to call poison. Their stale or unwritten values still show as mismatches.
+        return []
+    values: set[float | int] = set()
+    for byte in (0xFF, 0x7F):
+        raw = torch.full((dtype.itemsize,), byte, dtype=torch.uint8).view(dtype)
+        value = raw.item()
+        if isinstance(value, float) and not math.isfinite(value):
+            continue
+        values.add(value)
+    if not dtype.is_floating_point and not dtype.is_complex:
+        values.add(torch.iinfo(dtype).max)
+    return sorted(values)
+
+
+@dataclass
+class Comparison:
+    """The record of comparing one output with its reference (never a bare bool)."""
+
+    error: float  # max|out-ref| / (max|ref| + eps); inf when any non-finite/poison element was found
+    threshold: float  # 0.0 = bit-exact
+    nonfinite: int  # NaN/Inf in out where ref is finite
+    poisoned: int  # poison bit patterns in out where ref is not that value
+    mismatches: int  # elements that differ beyond the threshold's share (bit-exact: that differ at all)
+    first_indices: list[tuple[int, ...]] = field(default_factory=list)
+    shape_ok: bool = True
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        if not self.shape_ok or self.nonfinite or self.poisoned:
+            return False
+        if self.threshold == 0.0:
+            return self.mismatches == 0
+        return self.error <= self.threshold
+
+    @property
+    def uninitialized(self) -> bool:
+        return bool(self.nonfinite or self.poisoned)
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Comparison:
+    """Compare `out` with `ref`; threshold 0.0 demands bitwise equality."""
+    if out.shape != ref.shape or out.dtype != ref.dtype:
+        return Comparison(
+            error=math.inf,
+            threshold=threshold,
+            nonfinite=0,
+            poisoned=0,
+            mismatches=out.numel(),
+            shape_ok=False,
+            detail=f"shape/dtype {tuple(out.shape)}/{out.dtype} != reference {tuple(ref.shape)}/{ref.dtype}",
+        )
+    out_c = out.detach().cpu()
+    ref_c = ref.detach().cpu()
+    if out_c.numel() == 0:
+        return Comparison(error=0.0, threshold=threshold, nonfinite=0, poisoned=0, mismatches=0)
+
+    nonfinite_mask = torch.zeros(out_c.shape, dtype=torch.bool)
+    if out_c.dtype.is_floating_point:
+        nonfinite_mask = ~torch.isfinite(out_c) & torch.isfinite(ref_c)
+    poison_mask = torch.zeros(out_c.shape, dtype=torch.bool)
+    for value in poison_values(out_c.dtype):
+        poison_mask |= (out_c == value) & (ref_c != value)
+    poison_mask &= ~nonfinite_mask
+    bad = nonfinite_mask | poison_mask
+
+    if out_c.dtype.is_floating_point:
+        out64, ref64 = out_c.double(), ref_c.double()
+        both_finite = torch.isfinite(out64) & torch.isfinite(ref64)
+        diff = torch.where(both_finite, (out64 - ref64).abs(), torch.zeros_like(out64))
+        # Non-finite in both at the same place with the same value (an op whose true result is inf) matches;
+        # non-finite in ref only is a mismatch the error must show.
+        same_nonfinite = ~both_finite & ((out64 == ref64) | (torch.isnan(out64) & torch.isnan(ref64)))
+        ref_only = ~both_finite & ~same_nonfinite & ~bad
+        denom = ref64[torch.isfinite(ref64)].abs().max().item() if torch.isfinite(ref64).any() else 0.0
+        error = diff.max().item() / (denom + DENOMINATOR_EPS)
+        if bad.any() or ref_only.any():
+            error = math.inf
+        if threshold == 0.0:
+            differs = (out_c.view(_int_view(out_c.dtype)) != ref_c.view(_int_view(ref_c.dtype))) | bad
+        else:
+            differs = (diff > threshold * (denom + DENOMINATOR_EPS)) | ref_only | bad
+    else:
+        differs = out_c != ref_c
+        error = 0.0 if not differs.any() else math.inf
+        if not bad.any() and differs.any():
+            # Integers carry no magnitude semantics (ids, counts): report the normalised max difference.
+            diff = (out_c.long() - ref_c.long()).abs().max().item()
+            error = diff / (ref_c.long().abs().max().item() + DENOMINATOR_EPS)
+    indices = [tuple(int(i) for i in idx) for idx in differs.nonzero()[:MAX_REPORTED_INDICES].tolist()]
+    return Comparison(
+        error=float(error),
+        threshold=threshold,
+        nonfinite=int(nonfinite_mask.sum()),
+        poisoned=int(poison_mask.sum()),
+        mismatches=int(differs.sum()),
+        first_indices=indices,
+    )
+
+
+def _int_view(dtype: torch.dtype) -> torch.dtype:
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]

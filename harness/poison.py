@@ -1,0 +1,96 @@
+"""Poisoning: make unwritten memory loud.
+
+Three mechanisms, all scoped to one check and restored afterwards (no global switch outlives a check):
+- `fill_uninitialized_memory`: torch fills every `empty*` result with NaN (floats) or the dtype's max
+  (integers), inside C++ ops too; it needs deterministic algorithms on (warn_only keeps other ops usable).
+- byte patterns: fresh allocations are filled with 0xFF (NaN for fp32/fp16/bf16/e4m3fn/e5m2/E8M0, -1 for
+  int32) or 0x7F (huge finite floats, large positive ints). On GPUs the poisoning allocator does it; on the
+  CPU backend `BytePatternMode` fills the results of factory ops seen at the dispatcher.
+- output poisoning before each replay (`poison_outputs`): capture executes nothing, so an output the graph
+  never writes would still hold an old, plausible value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+PATTERNS: tuple[int, ...] = (0xFF, 0x7F)
+
+# Factory ops whose result memory is uninitialized by contract.
+_EMPTY_OPS = {
+    torch.ops.aten.empty.memory_format,
+    torch.ops.aten.empty_strided.default,
+    torch.ops.aten.empty_like.default,
+    torch.ops.aten.new_empty.default,
+    torch.ops.aten.new_empty_strided.default,
+}
+
+
+@contextlib.contextmanager
+def deterministic_fill() -> Iterator[None]:
+    """Turn on torch's fill of uninitialized memory for the scope; restore the previous settings after."""
+    previous_algorithms = torch.are_deterministic_algorithms_enabled()
+    previous_warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    previous_fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.utils.deterministic.fill_uninitialized_memory = True  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = previous_fill  # type: ignore[attr-defined]
+        torch.use_deterministic_algorithms(previous_algorithms, warn_only=previous_warn_only)
+
+
+def fill_bytes(tensor: torch.Tensor, pattern: int) -> None:
+    """Fill the tensor's whole storage span with one byte value, whatever its dtype."""
+    if tensor.numel() == 0:
+        return
+    storage = tensor.untyped_storage()
+    torch.tensor([], dtype=torch.uint8, device=tensor.device).set_(storage).fill_(pattern)
+
+
+class BytePatternMode(TorchDispatchMode):
+    """Fill the results of `empty*` ops with a byte pattern (the CPU stand-in for a poisoning allocator)."""
+
+    def __init__(self, pattern: int) -> None:
+        super().__init__()
+        self.pattern = pattern
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if func in _EMPTY_OPS and isinstance(result, torch.Tensor):
+            fill_bytes(result, self.pattern)
+        return result
+
+
+def poison_value(dtype: torch.dtype) -> float | int | bool:
+    """What `poison_outputs` writes: NaN for floats, an out-of-range value for integers.
+
+    Integers get the dtype's max, not -1: -1 is a legitimate "skip this slot" marker in routing buffers
+    (SGLang pads top-k ids with -1), so a stale -1 would look written (PITFALLS.md, Poisoning).
+    """
+    if dtype.is_floating_point or dtype.is_complex:
+        return float("nan")
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).max
+
+
+def poison_outputs(outputs: tuple[torch.Tensor, ...]) -> None:
+    """Overwrite every graph output before a replay so that only what the replay writes survives."""
+    with torch.no_grad():
+        for out in outputs:
+            if out.numel() == 0:
+                continue
+            if out.dtype in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+                # fnuz formats have one NaN encoding, 0x80 (PITFALLS.md).
+                out.view(torch.uint8).fill_(0x80)
+            elif out.dtype.itemsize == 1 and out.dtype.is_floating_point:
+                out.view(torch.uint8).fill_(0xFF)  # NaN for e4m3fn and e5m2
+            else:
+                out.fill_(poison_value(out.dtype))

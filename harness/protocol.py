@@ -1,0 +1,493 @@
+"""The differential replay protocol (ARCHITECTURE.md): capture with input A, replay with fresh inputs B_i
+copied into the same buffers, compare with eager execution on B_i and with the independent reference.
+
+Read `check` top to bottom: it is the protocol. Everything runs once per byte pattern (0xFF, 0x7F) inside
+the backend's poisoned-allocation scope, so an output that depends on uninitialized memory shows up as
+NaN or poison in one pattern or the other.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from harness import verdicts as V
+from harness.backends import GraphBackend, get_backend
+from harness.case import Case
+from harness.compare import Comparison, compare, default_threshold, poison_values
+from harness.errors import REFUSAL_ERRORS, CaptureError, CaptureSyncError, CaseError, FallbackEager
+from harness.poison import PATTERNS, poison_outputs
+
+DEFAULT_REPLAYS = 3
+# Recaptures may keep a little allocator state (segment rounding); more than this per check is a leak.
+REBUILD_GROWTH_BOUND_BYTES = 64 << 20
+
+
+@dataclass
+class Row:
+    """One line of results.csv: one replay of one pattern (replay -1: a case-level event)."""
+
+    case: str
+    family: str
+    backend: str
+    device: str
+    pattern: str
+    replay: int
+    seed_a: int
+    seed: int
+    eager_error: float | None
+    graph_error: float | None
+    graph_vs_eager: float | None
+    threshold: float | None
+    bit_exact: bool
+    nonfinite: int
+    poisoned: int
+    row_verdict: str
+    detail: str = ""
+    capture_ms: float | None = None
+    replay_ms: float | None = None
+    eager_ms: float | None = None
+    phase: str = "replay"
+
+
+@dataclass
+class Result:
+    case: str
+    expected: str
+    verdict: str
+    backend: str
+    rows: list[Row] = field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == self.expected
+
+
+def seeds(base_seed: int, replays: int) -> tuple[int, list[int]]:
+    """Seed of A and of each B_i; recorded in every row so `repro --seed` reruns the same inputs."""
+    return base_seed, [base_seed + 1 + i for i in range(replays)]
+
+
+def check(
+    case: Case,
+    backend: str | GraphBackend = "auto",
+    *,
+    replays: int = DEFAULT_REPLAYS,
+    seed: int = 0,
+    patterns: Sequence[int] = PATTERNS,
+    rebuilds: int = 0,
+    live_graphs: int = 0,
+) -> Result:
+    """Run the protocol for one case; returns its verdict and one row per pattern x replay."""
+    if replays < 1:
+        raise ValueError(f"replays must be >= 1, got {replays}")
+    be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
+    rows: list[Row] = []
+    for pattern in patterns:
+        with be.poisoned_allocation(pattern):
+            rows.extend(_check_pattern(case, be, pattern, replays, seed, rebuilds, live_graphs))
+    verdict = V.worst([r.row_verdict for r in rows])
+    if verdict == V.PASS and any(r.row_verdict == V.FALLBACK_EAGER for r in rows):
+        verdict = V.FALLBACK_EAGER
+    details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
+    return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
+
+
+def _check_pattern(
+    case: Case, be: GraphBackend, pattern: int, replays: int, base_seed: int, rebuilds: int, live_graphs: int
+) -> list[Row]:
+    seed_a, seeds_b = seeds(base_seed, replays)
+    row = _row_factory(case, be, pattern, seed_a)
+
+    # 1. A and fresh B_i, validated: same shapes, every dynamic input different.
+    inputs_a = case.inputs(seed_a, be.device)
+    inputs_b = [case.inputs(s, be.device) for s in seeds_b]
+    for s, b in zip(seeds_b, inputs_b, strict=True):
+        _validate_pair(case, be, seed_a, inputs_a, s, b)
+
+    # 2. Static buffers hold A; `inputs_a` stays pristine.
+    static = {name: t.clone() for name, t in inputs_a.items()}
+
+    # 3. Warm up and capture. Capture executes nothing on GPUs: outputs are graph-owned static buffers.
+    start = time.perf_counter()
+    try:
+        graph = be.capture(lambda: case.op(**static))
+    except FallbackEager as exc:
+        return _eager_only_rows(case, be, row, seeds_b, inputs_b, f"graphs disabled by the op's probe: {exc}")
+    except CaptureSyncError as exc:
+        return [row(V.CAPTURE_SYNC, -1, seed_a, detail=str(exc))]
+    except CaptureError as exc:
+        return [row(V.CAPTURE_ERROR, -1, seed_a, detail=str(exc))]
+    except REFUSAL_ERRORS as exc:
+        return [row(V.REFUSED, -1, seed_a, detail=f"{type(exc).__name__}: {exc}")]
+    except Exception as exc:  # the op failed eagerly during warm-up without a named refusal
+        return [row(V.EAGER_MISMATCH, -1, seed_a, detail=f"eager raised {type(exc).__name__}: {exc}")]
+    capture_ms = (time.perf_counter() - start) * 1e3
+
+    rows = []
+    try:
+        for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
+            r = _replay_and_compare(case, be, graph, static, b, row, i, seed_b)
+            r.capture_ms = capture_ms if i == 0 else None
+            rows.append(r)
+        if rebuilds:
+            rows.extend(_rebuild_rows(case, be, graph, static, inputs_b, seeds_b, row, rebuilds))
+        if live_graphs:
+            rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs))
+    finally:
+        graph.release()
+    return rows
+
+
+def _replay_and_compare(
+    case: Case,
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: dict[str, torch.Tensor],
+    row: Callable[..., Row],
+    replay_index: int,
+    seed_b: int,
+) -> Row:
+    # 4. Poison the outputs: only what this replay writes may survive.
+    poison_outputs(graph.outputs)
+    # 5. Copy B into the static inputs in place, replay, synchronize.
+    with torch.no_grad():
+        for name, t in inputs_b.items():
+            static[name].copy_(t)
+    be.synchronize()
+    start = time.perf_counter()
+    graph.replay()
+    be.synchronize()
+    replay_ms = (time.perf_counter() - start) * 1e3
+    graph_out = [o.clone() for o in graph.outputs]
+    replay_modified = _modified_inputs(case, static, inputs_b)
+
+    # 6. Eager on a clone of B, the independent reference on another clone.
+    eager_inputs = _clone_all(inputs_b)
+    start = time.perf_counter()
+    try:
+        with torch.no_grad():
+            eager_out = _flatten(case.op(**eager_inputs))
+        be.synchronize()
+    except Exception as exc:
+        return row(V.EAGER_MISMATCH, replay_index, seed_b, detail=f"eager raised {type(exc).__name__}: {exc}")
+    eager_ms = (time.perf_counter() - start) * 1e3
+    eager_modified = _modified_inputs(case, eager_inputs, inputs_b)
+    reference = None
+    if case.reference is not None:
+        with torch.no_grad():
+            reference = _flatten(case.reference(**_clone_all(inputs_b)))
+
+    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference)
+    modified = sorted(set(replay_modified) | set(eager_modified))
+    if modified and r.row_verdict == V.PASS:
+        r.row_verdict = V.EAGER_MISMATCH
+        r.detail = f"op modified input(s) {modified} not declared in Case.mutates"
+    r.replay_ms, r.eager_ms = replay_ms, eager_ms
+    return r
+
+
+def _verdict_row(
+    case: Case,
+    row: Callable[..., Row],
+    replay_index: int,
+    seed_b: int,
+    graph_out: list[torch.Tensor],
+    eager_out: list[torch.Tensor],
+    reference: list[torch.Tensor] | None,
+) -> Row:
+    """Row verdict, first failure wins: eager vs reference, then graph vs reference (or vs eager)."""
+    if len(graph_out) != len(eager_out) or (reference is not None and len(reference) != len(eager_out)):
+        return row(
+            V.EAGER_MISMATCH, replay_index, seed_b, detail="op, graph and reference return different counts"
+        )
+    thresholds = [_threshold(case, t) for t in eager_out]
+    if reference is not None:
+        eager_cmp = _worst(
+            [compare(e, f, th) for e, f, th in zip(eager_out, reference, thresholds, strict=True)]
+        )
+        graph_cmp = _worst(
+            [compare(g, f, th) for g, f, th in zip(graph_out, reference, thresholds, strict=True)]
+        )
+    else:
+        eager_cmp = _worst([_scan_unwritten(e, th) for e, th in zip(eager_out, thresholds, strict=True)])
+        graph_cmp = _worst(
+            [compare(g, e, th) for g, e, th in zip(graph_out, eager_out, thresholds, strict=True)]
+        )
+    vs_eager = _worst([compare(g, e, th) for g, e, th in zip(graph_out, eager_out, thresholds, strict=True)])
+
+    if eager_cmp.uninitialized:
+        verdict, detail = V.UNINITIALIZED, "eager output: " + _describe(eager_cmp)
+    elif not eager_cmp.ok:
+        verdict, detail = V.EAGER_MISMATCH, "eager vs reference: " + _describe(eager_cmp)
+    elif graph_cmp.uninitialized:
+        verdict, detail = V.UNINITIALIZED, "graph output: " + _describe(graph_cmp)
+    elif not graph_cmp.ok:
+        verdict, detail = V.STALE_REPLAY, "graph replay: " + _describe(graph_cmp)
+    else:
+        verdict, detail = V.PASS, ""
+    return row(
+        verdict,
+        replay_index,
+        seed_b,
+        eager_error=eager_cmp.error if reference is not None else None,
+        graph_error=graph_cmp.error,
+        graph_vs_eager=vs_eager.error,
+        threshold=graph_cmp.threshold,
+        nonfinite=eager_cmp.nonfinite + graph_cmp.nonfinite,
+        poisoned=eager_cmp.poisoned + graph_cmp.poisoned,
+        detail=detail,
+    )
+
+
+def _eager_only_rows(
+    case: Case,
+    be: GraphBackend,
+    row: Callable[..., Row],
+    seeds_b: list[int],
+    inputs_b: list[dict[str, torch.Tensor]],
+    why: str,
+) -> list[Row]:
+    """Graphs were disabled by a fail-closed probe: the op must still be right eagerly."""
+    rows = []
+    for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
+        with torch.no_grad():
+            eager_out = _flatten(case.op(**_clone_all(b)))
+            reference = _flatten(case.reference(**_clone_all(b))) if case.reference is not None else None
+        be.synchronize()
+        r = _verdict_row(case, row, i, seed_b, eager_out, eager_out, reference)
+        if r.row_verdict == V.PASS:
+            r.row_verdict = V.FALLBACK_EAGER
+        r.detail = f"{why}; {r.detail}" if r.detail else why
+        r.graph_error = None
+        rows.append(r)
+    return rows
+
+
+def _rebuild_rows(
+    case: Case,
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: list[dict[str, torch.Tensor]],
+    seeds_b: list[int],
+    row: Callable[..., Row],
+    rebuilds: int,
+) -> list[Row]:
+    """Recapture `rebuilds` times, checking a replay after each; fail when device memory keeps growing."""
+    rows = []
+    graph.release()
+    be.synchronize()
+    baseline = be.memory_in_use()
+    for r in range(rebuilds):
+        graph = be.capture(lambda: case.op(**static), warmup=0)
+        b_index = r % len(inputs_b)
+        res = _replay_and_compare(case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index])
+        res.phase = "rebuild"
+        graph.release()
+        if res.row_verdict != V.PASS or r == rebuilds - 1:
+            rows.append(res)
+        if res.row_verdict != V.PASS:
+            break
+    be.synchronize()
+    growth = be.memory_in_use() - baseline
+    if growth > REBUILD_GROWTH_BOUND_BYTES:
+        rows.append(
+            row(
+                V.CAPTURE_ERROR,
+                -1,
+                seeds_b[0],
+                detail=f"device memory grew by {growth >> 20} MiB over {rebuilds} rebuilds "
+                f"(bound {REBUILD_GROWTH_BOUND_BYTES >> 20} MiB)",
+                phase="rebuild",
+            )
+        )
+    return rows
+
+
+def _live_graph_rows(
+    case: Case,
+    be: GraphBackend,
+    inputs_a: dict[str, torch.Tensor],
+    inputs_b: list[dict[str, torch.Tensor]],
+    seeds_b: list[int],
+    row: Callable[..., Row],
+    live_graphs: int,
+) -> list[Row]:
+    """Keep `live_graphs` graphs alive at once (each with its own static buffers), replay them interleaved.
+
+    A runtime that lets one graph's pool or parameters leak into another's shows up as a stale replay.
+    """
+    graphs = []
+    try:
+        for _ in range(live_graphs):
+            static = _clone_all(inputs_a)
+            graphs.append((be.capture(lambda s=static: case.op(**s), warmup=0), static))
+        rows = []
+        for turn in range(2):  # two interleaved rounds: every graph replays after all the others did
+            for g, (graph, static) in enumerate(graphs):
+                b_index = (g + turn) % len(inputs_b)
+                res = _replay_and_compare(
+                    case, be, graph, static, inputs_b[b_index], row, g, seeds_b[b_index]
+                )
+                res.phase = "live"
+                if res.row_verdict != V.PASS:
+                    res.detail = f"live graph {g}/{live_graphs}, round {turn}: {res.detail}"
+                    return [res]
+        rows.append(
+            row(
+                V.PASS,
+                -1,
+                seeds_b[0],
+                detail=f"{live_graphs} live graphs, 2 interleaved rounds",
+                phase="live",
+            )
+        )
+        return rows
+    finally:
+        for graph, _ in graphs:
+            graph.release()
+
+
+# ----------------------------------------------------------------------------------------------- helpers
+
+
+def _row_factory(case: Case, be: GraphBackend, pattern: int, seed_a: int) -> Callable[..., Row]:
+    def make(verdict: str, replay: int, seed: int, **values: Any) -> Row:
+        base: dict[str, Any] = dict(
+            eager_error=None,
+            graph_error=None,
+            graph_vs_eager=None,
+            threshold=None,
+            nonfinite=0,
+            poisoned=0,
+        )
+        base.update(values)
+        return Row(
+            case=case.name,
+            family=case.family,
+            backend=be.name,
+            device=str(be.device),
+            pattern=f"0x{pattern:02x}",
+            replay=replay,
+            seed_a=seed_a,
+            seed=seed,
+            bit_exact=case.bit_exact,
+            row_verdict=verdict,
+            **base,
+        )
+
+    return make
+
+
+def _validate_pair(
+    case: Case,
+    be: GraphBackend,
+    seed_a: int,
+    a: dict[str, torch.Tensor],
+    seed_b: int,
+    b: dict[str, torch.Tensor],
+) -> None:
+    if set(a) != set(b):
+        raise CaseError(case.name, "make_inputs", f"seeds {seed_a} and {seed_b} give different input names")
+    for name, ta in a.items():
+        tb = b[name]
+        if ta.device.type != be.device.type:
+            raise CaseError(
+                case.name,
+                "make_inputs",
+                f"input {name!r} is on {ta.device}; use the `device` argument ({be.device})",
+            )
+        if ta.shape != tb.shape or ta.dtype != tb.dtype:
+            raise CaseError(
+                case.name,
+                "make_inputs",
+                f"input {name!r} is {tuple(ta.shape)}/{ta.dtype} for seed {seed_a} but {tuple(tb.shape)}/{tb.dtype} "
+                f"for seed {seed_b}; B is copied into A's buffers, so shapes and dtypes must match",
+            )
+        if name not in case.static_inputs and ta.numel() > 0 and torch.equal(ta.cpu(), tb.cpu()):
+            raise CaseError(
+                case.name,
+                "make_inputs",
+                f"input {name!r} is identical for seeds {seed_a} and {seed_b}: a stale replay could not be "
+                "seen; make it depend on the seed, or list it in static_inputs",
+            )
+
+
+def _threshold(case: Case, out: torch.Tensor) -> float:
+    if case.bit_exact:
+        return 0.0
+    if case.tolerance is not None:
+        return float(case.tolerance)
+    return default_threshold(out.dtype)
+
+
+def _worst(comparisons: list[Comparison]) -> Comparison:
+    def badness(c: Comparison) -> tuple[int, float]:
+        ratio = c.error / c.threshold if c.threshold > 0 else math.inf if c.mismatches else 0.0
+        return (0 if c.ok else 1, ratio)
+
+    if not comparisons:
+        return Comparison(error=0.0, threshold=0.0, nonfinite=0, poisoned=0, mismatches=0)
+    return max(comparisons, key=badness)
+
+
+def _scan_unwritten(out: torch.Tensor, threshold: float) -> Comparison:
+    """With no reference, eager is the yardstick: it must at least be finite and free of poison values."""
+    o = out.detach().cpu()
+    nonfinite = int((~torch.isfinite(o)).sum()) if o.dtype.is_floating_point else 0
+    poisoned = 0
+    if o.dtype.is_floating_point:
+        for value in poison_values(o.dtype):
+            poisoned += int((o == value).sum())
+    return Comparison(error=0.0, threshold=threshold, nonfinite=nonfinite, poisoned=poisoned, mismatches=0)
+
+
+def _describe(c: Comparison) -> str:
+    parts = []
+    if c.detail:
+        parts.append(c.detail)
+    if c.nonfinite:
+        parts.append(f"{c.nonfinite} NaN/Inf where a finite value is expected")
+    if c.poisoned:
+        parts.append(f"{c.poisoned} poison-pattern values")
+    if not parts:
+        limit = "bit-exact" if c.threshold == 0.0 else f"threshold {c.threshold:g}"
+        parts.append(f"error {c.error:.6g} ({limit}), {c.mismatches} mismatching elements")
+    if c.first_indices:
+        parts.append(f"first at {c.first_indices}")
+    return "; ".join(parts)
+
+
+def _flatten(result: Any) -> list[torch.Tensor]:
+    flat, _ = pytree.tree_flatten(result)
+    bad = [type(x).__name__ for x in flat if not isinstance(x, torch.Tensor)]
+    if bad or not flat:
+        raise TypeError(f"op/reference must return a tensor or a tuple of tensors, got {bad or 'nothing'}")
+    return flat
+
+
+def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: t.clone() for name, t in inputs.items()}
+
+
+def _modified_inputs(
+    case: Case, actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
+) -> list[str]:
+    """Inputs whose bytes changed although the case does not declare that the op writes them."""
+    changed = []
+    for name, t in expected.items():
+        if name in case.mutates or t.numel() == 0:
+            continue
+        a, e = actual[name].detach(), t.detach()
+        if not torch.equal(a.reshape(-1).view(torch.uint8), e.reshape(-1).view(torch.uint8)):
+            changed.append(name)
+    return changed

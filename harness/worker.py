@@ -1,0 +1,59 @@
+"""A case-running worker process: reads requests as JSON lines on stdin, answers on a dedicated pipe.
+
+Capture violations can leave the device context unusable for every later call (ROCm/rocm-systems#6097), and
+an illegal memory access kills the process: running cases here means such a case costs itself, never the
+run. The parent (harness.runner) restarts a worker that died or hung.
+
+Answers go to the file descriptor given in GRAPHSAFE_RESULT_FD, not stdout, so whatever a case prints
+cannot corrupt the protocol.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+import traceback
+
+
+def main() -> int:
+    out = os.fdopen(int(os.environ["GRAPHSAFE_RESULT_FD"]), "w", buffering=1)
+    sources = json.loads(os.environ.get("GRAPHSAFE_CASE_SOURCES", "[]"))
+    from harness.case import REGISTRY, CaseFileError, load_builtin_suite, load_case_source
+    from harness.errors import CaseError
+    from harness.protocol import check
+
+    try:
+        if sources:
+            for source in sources:
+                load_case_source(source)
+        else:
+            load_builtin_suite()
+    except (CaseError, CaseFileError) as exc:
+        out.write(json.dumps({"fatal": str(exc)}) + "\n")
+        return 2
+    out.write(json.dumps({"ready": True}) + "\n")
+    for line in sys.stdin:
+        request = json.loads(line)
+        try:
+            result = check(
+                REGISTRY.get(request["case"]),
+                request["backend"],
+                replays=request["replays"],
+                seed=request["seed"],
+                rebuilds=request["rebuilds"],
+                live_graphs=request["live_graphs"],
+            )
+            out.write(json.dumps({"result": dataclasses.asdict(result)}) + "\n")
+        except CaseError as exc:
+            out.write(json.dumps({"case_error": str(exc)}) + "\n")
+        except Exception as exc:  # a harness-level failure for this case: report it, keep serving
+            out.write(
+                json.dumps({"harness_error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"}) + "\n"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
