@@ -1,0 +1,77 @@
+# graphsafe: `make verify` (the main job) and `make test` each set themselves up.
+#
+# The interpreter: one that already imports torch (GPU images ship one; never pull a second torch there),
+# else .venv with the CPU build of torch (torch==2.13.0 is served from a local file on our machines).
+# Override with `make PYTHON=/path/to/python ...`.
+
+SHELL := /bin/bash
+VENV := .venv
+SYSTEM_PYTHON := $(shell command -v python3 || command -v python)
+SYSTEM_HAS_TORCH := $(shell $(SYSTEM_PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
+CPU_TORCH := torch==2.13.0
+
+ifeq ($(SYSTEM_HAS_TORCH),yes)
+PYTHON ?= $(SYSTEM_PYTHON)
+SETUP_STAMP := .setup-system.stamp
+else
+PYTHON ?= $(VENV)/bin/python
+SETUP_STAMP := $(VENV)/.installed.stamp
+endif
+
+# Run from the checkout without installing: GPU images allow no installs.
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+PYTEST_WORKERS ?= auto
+ARGS ?=
+
+.PHONY: setup verify test lint typecheck bench nightly repro clean compile-hip
+
+setup: $(SETUP_STAMP)
+
+# System interpreter with torch: check the rest is there, install nothing.
+.setup-system.stamp: pyproject.toml
+	@$(PYTHON) -c 'import torch, hypothesis, pytest, xdist, pandas, pybind11' || { \
+	  echo "graphsafe: $(PYTHON) imports torch but lacks hypothesis/pytest/pytest-xdist/pandas/pybind11;"; \
+	  echo "           install them, or run with PYTHON=<an interpreter that has them>"; exit 1; }
+	@touch $@
+
+$(VENV)/.installed.stamp: pyproject.toml
+	$(SYSTEM_PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --upgrade pip
+	$(VENV)/bin/python -m pip install -q $(CPU_TORCH)
+	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	@touch $@
+
+verify: setup
+	$(PYTHON) -m harness verify $(ARGS)
+
+test: setup
+	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) $(ARGS)
+
+lint: setup
+	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
+
+typecheck: setup
+	$(PYTHON) -m mypy
+
+bench: setup
+	$(PYTHON) -m bench $(ARGS)
+
+# The nightly profile: more Hypothesis examples, more replays, rebuilds and live graphs; then compare with
+# the committed baseline of this platform and exit 1 on regression.
+NIGHTLY_DIR := reports/runs/nightly-$(shell date +%Y%m%d-%H%M%S)
+nightly: setup
+	HYPOTHESIS_PROFILE=nightly $(PYTHON) -m pytest -n $(PYTEST_WORKERS)
+	$(PYTHON) -m harness verify --replays 8 --rebuilds 20 --live-graphs 32 --report-dir $(NIGHTLY_DIR) $(ARGS) || true
+	$(PYTHON) -m harness report compare --baseline-for $(NIGHTLY_DIR) $(NIGHTLY_DIR)
+
+repro: setup
+	@test -n "$(CASE)" || { echo "usage: make repro CASE=<case name> [SEED=<seed>]"; exit 2; }
+	$(PYTHON) -m harness repro $(CASE) $(if $(SEED),--seed $(SEED)) $(ARGS)
+
+compile-hip:
+	bash .ci/compile_hip.sh
+
+clean:
+	rm -rf kernels/_build reports/runs .pytest_cache .hypothesis .mypy_cache .ruff_cache .setup-system.stamp
+	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +
