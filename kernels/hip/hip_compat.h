@@ -10,6 +10,7 @@
 // No torch headers here or in any kernel source: kernels take pointers, sizes, strides and a stream.
 #pragma once
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #if defined(__HIPCC__) || defined(__HIP_PLATFORM_AMD__) || defined(__HIP_PLATFORM_HCC__)
 // ---------------------------------------------------------------------------------------------- HIP
 #define GS_BACKEND_HIP 1
+#define GS_BACKEND_NAME "hip"
 #include <hip/hip_runtime.h>
 #include <hip/hip_bfloat16.h>  // hip_bfloat16 (ROCm 5.2 .. 7.x); kernels use gs_bf16_* below instead
 // NOTE on batch-memop nodes: ROCm 7.x names hipGraphNodeTypeBatchMemOp (= 14); Debian's HIP 5.2 has no
@@ -27,6 +29,7 @@
 #elif defined(__CUDACC__)
 // --------------------------------------------------------------------------------- HIP -> CUDA map
 #define GS_BACKEND_CUDA 1
+#define GS_BACKEND_NAME "cuda"
 #include <cuda.h>  // driver API types for stream memops; the functions are resolved at run time (below)
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -208,6 +211,7 @@ __device__ __forceinline__ T gs_shfl_xor(T var, int lane_mask, int width = 32) {
 #else
 // ------------------------------------------------------------------------------ host-only (g++)
 #define GS_BACKEND_HOST 1
+#define GS_BACKEND_NAME "host"
 #define GS_HD
 #endif
 
@@ -230,3 +234,40 @@ GS_HD inline uint16_t gs_float_to_bf16(float f) {
 }
 // float -> bf16 -> float: the double round the donor's MoeCombineGate applies to the shared term.
 GS_HD inline float gs_round_through_bf16(float f) { return gs_bf16_to_float(gs_float_to_bf16(f)); }
+
+// Portable expf / sigmoid for ops whose CPU implementation and kernel must agree bitwise. The libraries
+// differ (CUDA expf is within 2 ulp, glibc's and torch's Sleef exp within 1 ulp, each rounding its own
+// way), so both sides use this one: Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, a degree-7
+// Taylor polynomial (truncation error 0.3466^8/8! = 5e-9, below half an f32 ulp), 2^n by exponent bits.
+// Only +, *, floorf and one IEEE division (nvcc's default -prec-div=true; HIP-Clang's default
+// -fhip-fp32-correctly-rounded-divide-sqrt), compiled without contraction (build.py): same bits on every
+// target. Accuracy against correctly rounded expf is within a few ulp (tests/test_moe_combine_ops.py).
+GS_HD inline float gs_pow2i(int n) {  // 2^n for -126 <= n <= 127
+  uint32_t u = static_cast<uint32_t>(n + 127) << 23;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+GS_HD inline float gs_expf(float x) {
+  if (x != x) return x;                        // NaN propagates
+  if (x > 88.72283935546875f) {  // above log(FLT_MAX): +inf, as expf
+    const uint32_t inf = 0x7F800000u;
+    memcpy(&x, &inf, sizeof x);
+    return x;
+  }
+  if (x < -103.97208404541016f) return 0.0f;  // below log(smallest subnormal / 2): 0
+  const float n = floorf(x * 1.44269502162933349609375f + 0.5f);  // round(x / ln2)
+  const float r = (x - n * 0.693145751953125f) - n * 1.428606765330187045e-06f;  // ln2 = hi + lo, hi exact
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int e = static_cast<int>(n);  // -150 <= e <= 128: split in two factors that are both normal
+  const int e1 = e / 2;
+  return p * gs_pow2i(e1) * gs_pow2i(e - e1);
+}
+GS_HD inline float gs_sigmoid(float x) { return 1.0f / (1.0f + gs_expf(-x)); }

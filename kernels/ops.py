@@ -1,0 +1,253 @@
+"""Torch custom ops over the kernels: ``torch.ops.graphsafe.<name>``.
+
+Role: registers each launcher as ``torch.library.custom_op("graphsafe::<name>")`` + ``register_fake`` so the
+dispatcher, ``torch.compile``, ``opcheck`` and the CPU graph backend see it as one node. One body serves
+both devices: CPU tensors go to the g++ module (kernels/cpu/moe_combine.cpp), CUDA tensors (NVIDIA or ROCm
+builds of torch) to the nvcc/hipcc module (kernels/hip/moe_combine.hip). Each op allocates its output.
+
+Unsupported dtypes, shapes and devices are refused with ValueError naming the argument and the allowed
+values, in the fake implementation and before any pointer is handed to C++ (the C++ entry points refuse
+them again: vllm.cpp#509). Importing this module compiles nothing; the first call on a device builds.
+"""
+
+from __future__ import annotations
+
+import functools
+import pathlib
+import types
+
+import torch
+
+from kernels import build
+
+_HERE = pathlib.Path(__file__).resolve().parent
+CPU_SOURCE = _HERE / "cpu" / "moe_combine.cpp"
+GPU_SOURCE = _HERE / "hip" / "moe_combine.hip"
+
+# Dtype codes shared with kernels/cpu/gs_checks.h. f16 has a code only so that C++ can name it in a refusal.
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
+STORAGE_DTYPES = (torch.float32, torch.bfloat16)
+_ALLOWED = "allowed: torch.float32, torch.bfloat16"
+DEFECTS = {0: "production", 1: "truncating bf16 store (negative control)"}
+
+
+@functools.cache
+def cpu_module() -> types.ModuleType:
+    """The g++ build of kernels/cpu/moe_combine.cpp (built on first use, then cached on disk)."""
+    return build.build_extension("gs_moe_combine_cpu", [CPU_SOURCE], backend="cpu")
+
+
+@functools.cache
+def gpu_module() -> types.ModuleType:
+    """The nvcc (NVIDIA) or hipcc (ROCm) build of kernels/hip/moe_combine.hip for the current device."""
+    backend = build.detect_backend()
+    if backend == "cpu":
+        raise RuntimeError("gpu_module: no CUDA/ROCm device is visible to torch")
+    return build.build_extension(f"gs_moe_combine_{backend}", [GPU_SOURCE], backend=backend)
+
+
+def _module_and_stream(device: torch.device) -> tuple[types.ModuleType, int]:
+    if device.type == "cpu":
+        return cpu_module(), 0
+    if device.type == "cuda":
+        return gpu_module(), torch.cuda.current_stream(device).cuda_stream
+    raise ValueError(f"device {device} is not supported; allowed: cpu, cuda (NVIDIA or ROCm)")
+
+
+# ------------------------------------------------------------------------------------------ validation
+
+
+def _storage(op: str, name: str, t: torch.Tensor) -> None:
+    if t.dtype not in STORAGE_DTYPES:
+        raise ValueError(f"{op}: {name} has dtype {t.dtype}; {_ALLOWED}")
+
+
+def _f32(op: str, name: str, t: torch.Tensor) -> None:
+    if t.dtype != torch.float32:
+        raise ValueError(f"{op}: {name} has dtype {t.dtype}; allowed: torch.float32")
+
+
+def _out_dtype(op: str, out_dtype: torch.dtype | None, default: torch.dtype) -> torch.dtype:
+    chosen = default if out_dtype is None else out_dtype
+    if chosen not in STORAGE_DTYPES:
+        raise ValueError(f"{op}: out_dtype is {chosen}; {_ALLOWED}")
+    return chosen
+
+
+def _shape(op: str, name: str, t: torch.Tensor, expected: tuple, meaning: str) -> None:
+    if tuple(t.shape) != tuple(expected):
+        raise ValueError(f"{op}: {name} has shape {tuple(t.shape)}; expected {meaning} = {tuple(expected)}")
+
+
+def _same_device(op: str, **tensors: torch.Tensor | None) -> None:
+    devices = {name: t.device for name, t in tensors.items() if t is not None}
+    if len(set(devices.values())) > 1:
+        raise ValueError(f"{op}: inputs are on different devices: {devices}")
+
+
+def _gate_1d(op: str, gate_logit: torch.Tensor, T: int) -> torch.Tensor:
+    _f32(op, "gate_logit", gate_logit)
+    if gate_logit.dim() == 2 and gate_logit.shape[1] == 1:
+        gate_logit = gate_logit[:, 0]  # [T, 1], the shape of a gate projection's output
+    _shape(op, "gate_logit", gate_logit, (T,), "[T] or [T, 1]")
+    return gate_logit
+
+
+def _check_combine(op: str, expert_out, weights, shared, gate_logit, out_dtype):
+    """Shape/dtype/device checks shared by the real and fake implementations; returns (T, K, H, out dtype)."""
+    _storage(op, "expert_out", expert_out)
+    _f32(op, "weights", weights)
+    if expert_out.dim() != 3:
+        raise ValueError(f"{op}: expert_out must be [T, K, H], got shape {tuple(expert_out.shape)}")
+    T, K, H = expert_out.shape
+    _shape(op, "weights", weights, (T, K), "[T, K]")
+    if shared is not None:
+        _storage(op, "shared", shared)
+        _shape(op, "shared", shared, (T, H), "[T, H]")
+    if gate_logit is not None:
+        gate_logit = _gate_1d(op, gate_logit, T)
+    _same_device(op, expert_out=expert_out, weights=weights, shared=shared, gate_logit=gate_logit)
+    return T, K, H, _out_dtype(op, out_dtype, expert_out.dtype), gate_logit
+
+
+def _inner_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """Kernels take row strides but need unit stride in the last dimension."""
+    return t if t.shape[-1] <= 1 or t.stride(-1) == 1 else t.contiguous()
+
+
+def _stride(t: torch.Tensor | None, dim: int) -> int:
+    return 0 if t is None else t.stride(dim)
+
+
+# --------------------------------------------------------------------------------- implementations
+
+
+def combine_impl(
+    expert_out: torch.Tensor,
+    weights: torch.Tensor,
+    shared: torch.Tensor | None,
+    gate_logit: torch.Tensor | None,
+    routed_scale: float,
+    out_dtype: torch.dtype | None,
+    defect: int = 0,
+) -> torch.Tensor:
+    """moe_combine (gate_logit None) or moe_combine_gate; ``defect`` != 0 only for negative controls."""
+    op = "moe_combine" if gate_logit is None else "moe_combine_gate"
+    if gate_logit is not None and shared is None:
+        raise ValueError(f"{op}: shared is required (the gate scales the shared expert's output)")
+    if defect not in DEFECTS:
+        raise ValueError(f"{op}: defect must be one of {DEFECTS}, got {defect!r}")
+    T, K, H, dtype, gate_logit = _check_combine(op, expert_out, weights, shared, gate_logit, out_dtype)
+    expert_out = _inner_contiguous(expert_out)
+    shared = None if shared is None else _inner_contiguous(shared)
+    out = torch.empty((T, H), dtype=dtype, device=expert_out.device)
+    module, stream = _module_and_stream(expert_out.device)
+    common = (
+        out.data_ptr(),
+        DTYPE_CODES[dtype],
+        expert_out.data_ptr(),
+        DTYPE_CODES[expert_out.dtype],
+        weights.data_ptr(),
+        0 if shared is None else shared.data_ptr(),
+        0 if shared is None else DTYPE_CODES[shared.dtype],
+    )
+    strides = (
+        out.stride(0),
+        expert_out.stride(0),
+        expert_out.stride(1),
+        weights.stride(0),
+        weights.stride(1),
+        _stride(shared, 0),
+    )
+    if gate_logit is None:
+        module.moe_combine(*common, T, K, H, *strides, float(routed_scale), stream, defect)
+    else:
+        module.moe_combine_gate(
+            *common, gate_logit.data_ptr(), T, K, H, *strides, gate_logit.stride(0), float(routed_scale),
+            stream, defect,
+        )  # fmt: skip
+    return out
+
+
+def shared_expert_gate_impl(
+    gate_logit: torch.Tensor, shared: torch.Tensor, out_dtype: torch.dtype | None
+) -> torch.Tensor:
+    op = "shared_expert_gate"
+    _storage(op, "shared", shared)
+    if shared.dim() != 2:
+        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
+    T, C = shared.shape
+    gate_logit = _gate_1d(op, gate_logit, T)
+    _same_device(op, gate_logit=gate_logit, shared=shared)
+    dtype = _out_dtype(op, out_dtype, shared.dtype)
+    shared = _inner_contiguous(shared)
+    out = torch.empty((T, C), dtype=dtype, device=shared.device)
+    module, stream = _module_and_stream(shared.device)
+    module.shared_expert_gate(
+        out.data_ptr(), DTYPE_CODES[dtype], gate_logit.data_ptr(), shared.data_ptr(), DTYPE_CODES[shared.dtype],
+        T, C, out.stride(0), gate_logit.stride(0), shared.stride(0), stream,
+    )  # fmt: skip
+    return out
+
+
+# ------------------------------------------------------------------------------------ registration
+
+
+@torch.library.custom_op("graphsafe::shared_expert_gate", mutates_args=())
+def shared_expert_gate(
+    gate_logit: torch.Tensor, shared: torch.Tensor, out_dtype: torch.dtype | None = None
+) -> torch.Tensor:
+    """out[t, c] = sigmoid(gate_logit[t]) * shared[t, c]; gate_logit f32 [T] or [T, 1], shared f32/bf16 [T, C]."""
+    return shared_expert_gate_impl(gate_logit, shared, out_dtype)
+
+
+@shared_expert_gate.register_fake
+def _(gate_logit, shared, out_dtype=None):
+    op = "shared_expert_gate"
+    _storage(op, "shared", shared)
+    if shared.dim() != 2:
+        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
+    _gate_1d(op, gate_logit, shared.shape[0])
+    return shared.new_empty(shared.shape, dtype=_out_dtype(op, out_dtype, shared.dtype))
+
+
+@torch.library.custom_op("graphsafe::moe_combine", mutates_args=())
+def moe_combine(
+    expert_out: torch.Tensor,
+    weights: torch.Tensor,
+    shared: torch.Tensor | None = None,
+    routed_scale: float = 1.0,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """out[t, h] = routed_scale * sum_k weights[t, k] * expert_out[t, k, h] (+ shared[t, h]).
+
+    expert_out f32/bf16 [T, K, H], weights f32 [T, K], shared f32/bf16 [T, H] or None; out defaults to
+    expert_out's dtype. routed_scale scales the routed sum before the shared term is added.
+    """
+    return combine_impl(expert_out, weights, shared, None, routed_scale, out_dtype)
+
+
+@moe_combine.register_fake
+def _(expert_out, weights, shared=None, routed_scale=1.0, out_dtype=None):
+    T, _, H, dtype, _ = _check_combine("moe_combine", expert_out, weights, shared, None, out_dtype)
+    return expert_out.new_empty((T, H), dtype=dtype)
+
+
+@torch.library.custom_op("graphsafe::moe_combine_gate", mutates_args=())
+def moe_combine_gate(
+    expert_out: torch.Tensor,
+    weights: torch.Tensor,
+    shared: torch.Tensor,
+    gate_logit: torch.Tensor,
+    routed_scale: float = 1.0,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """moe_combine with the shared-expert gate folded in: the shared term is
+    bf16(sigmoid(gate_logit[t]) * shared[t, h]) converted back to f32 (the donor's double round), then added."""
+    return combine_impl(expert_out, weights, shared, gate_logit, routed_scale, out_dtype)
+
+
+@moe_combine_gate.register_fake
+def _(expert_out, weights, shared, gate_logit, routed_scale=1.0, out_dtype=None):
+    T, _, H, dtype, _ = _check_combine("moe_combine_gate", expert_out, weights, shared, gate_logit, out_dtype)
+    return expert_out.new_empty((T, H), dtype=dtype)
