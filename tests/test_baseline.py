@@ -1,0 +1,226 @@
+"""Tests of run comparison and baselines (harness/baseline.py) on synthetic results.csv pairs.
+
+Method: write an old run, derive a new run with one deliberate change (a case starts failing, a verdict
+changes, an error grows 3x, a case disappears, ...), and check `compare` names it and `main_compare` /
+`main_nightly` exit 1; identical runs and harmless changes (1.5x growth, noise below 1e-6, a fix) exit 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import baseline, fingerprint
+from harness.summary import RESULT_COLUMNS
+
+# case -> (verdict, expected, eager error, graph error); errors as the CSV text the runner writes
+Cases = dict[str, tuple[str, str, str, str]]
+
+OLD: Cases = {
+    "moe.bf16_fixed": ("pass", "pass", "0.002539", "0.002539"),
+    "moe.mxfp4_fixed": ("pass", "pass", "0.010000", "0.012000"),
+    "neg.stale_copy": ("stale_replay", "stale_replay", "0.0", "0.9"),
+    "known.broken": ("stale_replay", "pass", "0.002", "0.5"),  # a known failure the baseline accepts
+    "platform.capture_sync": ("capture_sync", "capture_sync", "", ""),
+    "fp32.exact": ("pass", "pass", "1e-08", "2e-08"),
+}
+
+
+def write_run(run_dir: Path, cases: Cases, backend: str = "cpu", replays: int = 3) -> Path:
+    rows: list[dict[str, Any]] = []
+    for name, (verdict, expected, eager, graph) in cases.items():
+        common = dict(case=name, family=name.split(".")[0], backend=backend, device="cpu", seed_a=7,
+                      threshold=0.02, verdict=verdict, expected=expected,
+                      status="ok" if verdict == expected else "FAIL")  # fmt: skip
+        if eager == "" and graph == "":  # case-level row (capture failure): no errors
+            rows.append(common | dict(pattern="0xff", replay=-1, row_verdict=verdict))
+            continue
+        for pattern in ("0xff", "0x7f"):
+            for replay in range(replays):
+                rows.append(common | dict(pattern=pattern, replay=replay, seed=8 + replay, eager_error=eager,
+                                          graph_error=graph, row_verdict=verdict))  # fmt: skip
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with (run_dir / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    return run_dir
+
+
+def changed(**updates: tuple[str, str, str, str] | None) -> Cases:
+    """OLD with some cases replaced (a tuple) or removed (None)."""
+    cases = dict(OLD)
+    for name, value in updates.items():
+        name = name.replace("__", ".")
+        if value is None:
+            del cases[name]
+        else:
+            cases[name] = value
+    return cases
+
+
+@pytest.fixture
+def old_run(tmp_path: Path) -> Path:
+    return write_run(tmp_path / "old", OLD)
+
+
+def test_identical_runs_exit_zero(tmp_path: Path, old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A known failure present in both runs is not a regression: the baseline accepted it."""
+    new_run = write_run(tmp_path / "new", OLD, replays=8)  # more replays (nightly) must not matter
+    assert baseline.main_compare(old_run, new_run) == 0
+    assert "no regression" in capsys.readouterr().out
+
+
+def test_new_failure_exits_one(tmp_path: Path, old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The fixed MoE kernel replaced by a stale one: FAIL in new, ok in old."""
+    new_run = write_run(
+        tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002539", "0.574833"))
+    )
+    result = baseline.compare(old_run, new_run)
+    assert [c.case for c in result.new_failures] == ["moe.bf16_fixed"]
+    assert [(c.old, c.new) for c in result.verdict_changes] == [("pass", "stale_replay")]
+    assert baseline.main_compare(old_run, new_run) == 1
+    out = capsys.readouterr().out
+    assert "REGRESSION" in out and "new failures (1):" in out and "moe.bf16_fixed" in out
+
+
+def test_verdict_change_without_failure_exits_one(tmp_path: Path, old_run: Path) -> None:
+    """A negative control whose expectation was edited along with its verdict: both ok, still reported."""
+    new_run = write_run(
+        tmp_path / "new", changed(neg__stale_copy=("uninitialized", "uninitialized", "0.0", "inf"))
+    )
+    result = baseline.compare(old_run, new_run)
+    assert not result.new_failures
+    assert [(c.case, c.old, c.new) for c in result.verdict_changes] == [
+        ("neg.stale_copy", "stale_replay", "uninitialized")
+    ]
+    assert baseline.main_compare(old_run, new_run) == 1
+
+
+def test_threefold_error_growth_exits_one(
+    tmp_path: Path, old_run: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Graph error 0.012 -> 0.036 on a case that still passes: no verdict change, but 3x growth."""
+    new_run = write_run(tmp_path / "new", changed(moe__mxfp4_fixed=("pass", "pass", "0.010000", "0.036000")))
+    result = baseline.compare(old_run, new_run)
+    assert [(g.case, g.metric) for g in result.error_growth] == [("moe.mxfp4_fixed", "graph_error")]
+    assert result.error_growth[0].factor == pytest.approx(3.0)
+    assert baseline.main_compare(old_run, new_run) == 1
+    assert "moe.mxfp4_fixed: graph_error 0.012000 -> 0.036000 (3.0x)" in capsys.readouterr().out
+
+
+def test_eager_error_growth_is_checked_too(tmp_path: Path, old_run: Path) -> None:
+    new_run = write_run(tmp_path / "new", changed(moe__mxfp4_fixed=("pass", "pass", "0.030000", "0.012000")))
+    assert [g.metric for g in baseline.compare(old_run, new_run).error_growth] == ["eager_error"]
+
+
+def test_harmless_changes_exit_zero(tmp_path: Path, old_run: Path) -> None:
+    """1.5x growth, and 1e-8 -> 5e-7 (both under the 1e-6 noise floor), are not regressions."""
+    new_run = write_run(
+        tmp_path / "new",
+        changed(
+            moe__mxfp4_fixed=("pass", "pass", "0.010000", "0.018000"),
+            fp32__exact=("pass", "pass", "5e-07", "9e-07"),
+        ),
+    )
+    assert baseline.main_compare(old_run, new_run) == 0
+
+
+def test_nonfinite_error_counts_as_grown(tmp_path: Path, old_run: Path) -> None:
+    new_run = write_run(tmp_path / "new", changed(fp32__exact=("pass", "pass", "1e-08", "inf")))
+    growth = baseline.compare(old_run, new_run).error_growth
+    assert [(g.case, g.metric, g.new) for g in growth] == [("fp32.exact", "graph_error", math.inf)]
+
+
+def test_missing_case_exits_one(tmp_path: Path, old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    new_run = write_run(tmp_path / "new", changed(platform__capture_sync=None))
+    assert baseline.compare(old_run, new_run).missing_in_new == ["platform.capture_sync"]
+    assert baseline.main_compare(old_run, new_run) == 1
+    assert "missing in new run (1):" in capsys.readouterr().out
+
+
+def test_fix_is_listed_but_not_a_regression(tmp_path: Path, old_run: Path) -> None:
+    new_run = write_run(tmp_path / "new", changed(known__broken=("pass", "pass", "0.002", "0.002")))
+    result = baseline.compare(old_run, new_run)
+    assert [c.case for c in result.fixed] == ["known.broken"] and not result.regressed
+
+
+def test_new_failing_case_is_a_regression_new_passing_case_is_not(tmp_path: Path, old_run: Path) -> None:
+    cases = changed(extra__ok=("pass", "pass", "0.001", "0.001"))
+    assert baseline.main_compare(old_run, write_run(tmp_path / "a", cases)) == 0
+    cases["extra.bad"] = ("stale_replay", "pass", "0.001", "0.9")
+    result = baseline.compare(old_run, write_run(tmp_path / "b", cases))
+    assert [c.case for c in result.new_failures] == ["extra.bad"] and result.regressed
+
+
+def test_unreadable_run_exits_two(tmp_path: Path, old_run: Path) -> None:
+    assert baseline.main_compare(old_run, tmp_path / "does-not-exist") == 2
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        (0.01, 0.021, True),
+        (0.01, 0.02, False),
+        (0.0, 3e-6, True),  # from the floor: 3e-6 > 2 x 1e-6
+        (0.0, 1.5e-6, False),
+        (math.inf, math.inf, False),
+        (0.1, math.inf, True),
+        (math.inf, 0.1, False),
+        (math.nan, 0.5, False),  # not applicable on one side: the verdict change reports it
+        (0.5, math.nan, False),
+    ],
+)
+def test_grew(old: float, new: float, expected: bool) -> None:
+    assert baseline.grew(old, new) is expected
+
+
+# ---------------------------------------------------------------------------------------------- baselines
+
+
+def fp(**values: str) -> dict[str, str]:
+    return {key: "n/a" for key in fingerprint.KEYS} | values
+
+
+def test_platform_slug() -> None:
+    assert baseline.platform_slug(fp(backend="cpu")) == "cpu"
+    assert baseline.platform_slug(fp(backend="cpu", gpu_name="NVIDIA H200", gpu_arch="sm_90")) == "cpu"
+    assert (
+        baseline.platform_slug(fp(backend="gpu", gpu_name="NVIDIA H200", gpu_arch="sm_90"))
+        == "nvidia-h200-sm_90"
+    )
+    amd = fp(backend="gpu", gpu_name="AMD Instinct MI300X", gpu_arch="gfx942:sramecc+:xnack-")
+    assert baseline.platform_slug(amd) == "amd-instinct-mi300x-gfx942"
+    assert baseline.platform_slug(fp(backend="auto")) == "cpu"
+    assert baseline.platform_slug(fp(backend="gpu")) == "gpu-unknown"
+
+
+def test_baseline_path_is_under_reports_baselines() -> None:
+    path = baseline.baseline_path(fp(backend="gpu", gpu_name="NVIDIA H200", gpu_arch="sm_90"))
+    assert path.parts[-3:] == ("reports", "baselines", "nvidia-h200-sm_90.csv")
+
+
+def test_nightly_against_platform_baseline(tmp_path: Path) -> None:
+    """The `make nightly` path: no baseline -> 1; `update` makes one; same run -> 0; a broken kernel -> 1."""
+    root = tmp_path / "baselines"
+    good = write_run(tmp_path / "good", OLD)
+    fingerprint.write(good, fp(backend="cpu"))
+    assert baseline.main_nightly(good, root) == 1  # no baseline yet: say so, do not pass silently
+    assert baseline.update(good, root) == root / "cpu.csv"
+    assert baseline.main_nightly(good, root) == 0
+    broken = write_run(
+        tmp_path / "broken", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002", "0.57"))
+    )
+    fingerprint.write(broken, fp(backend="cpu"))
+    assert baseline.main_nightly(broken, root) == 1
+    assert baseline.main_nightly(tmp_path / "no-fingerprint", root) == 2
+
+
+def test_module_cli(tmp_path: Path, old_run: Path) -> None:
+    new_run = write_run(tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002", "0.57")))
+    assert baseline.main(["compare", str(old_run), str(old_run)]) == 0
+    assert baseline.main(["compare", str(old_run), str(new_run)]) == 1
