@@ -14,7 +14,8 @@ other threads.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,7 +24,7 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend
-from harness.errors import CaptureError, CaptureSyncError
+from harness.errors import CaptureError, CaptureSyncError, FallbackEager
 from harness.poison import BytePatternMode, deterministic_fill
 
 aten = torch.ops.aten
@@ -154,15 +155,11 @@ class CpuBackend(GraphBackend):
             fn()
         recorder = _Recorder()
         try:
-            with torch.no_grad(), recorder:
+            with torch.no_grad(), _host_reads_refused(), recorder:
                 result = fn()
-        except CaptureSyncError:
+        except (CaptureError, FallbackEager):
             raise
-        except CaptureError:
-            raise
-        except (
-            Exception
-        ) as exc:  # whatever the op raised under capture is a capture failure, with its message
+        except Exception as exc:  # whatever else the op raised under capture is a capture failure
             if _looks_like_sync(exc):
                 raise CaptureSyncError(f"{type(exc).__name__}: {exc}") from exc
             raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
@@ -177,6 +174,30 @@ class CpuBackend(GraphBackend):
 
     def describe(self) -> str:
         return "cpu (dispatcher-recorded emulated graph; no streams, events or threads)"
+
+
+# Tensor methods that read data on the host without passing the dispatcher (tolist copies element by element
+# in C++; numpy shares the buffer): a real capture would sync on each.
+_HOST_READ_METHODS = ("tolist", "numpy", "__array__")
+
+
+@contextlib.contextmanager
+def _host_reads_refused() -> Iterator[None]:
+    saved = {name: getattr(torch.Tensor, name) for name in _HOST_READ_METHODS}
+
+    def refuse(name: str) -> Callable[..., Any]:
+        def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+            raise CaptureSyncError(f"Tensor.{name}() reads device data on the host")
+
+        return method
+
+    try:
+        for name in _HOST_READ_METHODS:
+            setattr(torch.Tensor, name, refuse(name))
+        yield
+    finally:
+        for name, method in saved.items():
+            setattr(torch.Tensor, name, method)
 
 
 def _looks_like_sync(exc: BaseException) -> bool:

@@ -1,0 +1,54 @@
+"""Every detector bites: each built-in negative control gets its failure verdict, each fixed twin passes.
+
+Method: run the protocol on the CPU backend for the controls in cases/controls.py. A detector that stopped
+working turns its control's verdict into `pass` and fails here.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import REGISTRY, check
+from harness.case import load_builtin_suite
+
+load_builtin_suite()
+CONTROLS = {
+    "control_item_in_routing": "capture_sync",
+    "control_empty_output_tail": "uninitialized",
+    "control_python_cached_value": "stale_replay",
+    "control_returns_nan": "uninitialized",
+    "control_returns_nan_with_reference": "uninitialized",
+    "control_modifies_input": "eager_mismatch",
+}
+FIXED = [
+    "fixed_scatter_add_routing",
+    "fixed_zeroed_output",
+    "fixed_recomputed_value",
+    "fixed_log",
+    "fixed_no_input_write",
+    "fixed_bf16_matmul",
+]
+
+
+@pytest.mark.parametrize(("name", "verdict"), sorted(CONTROLS.items()))
+def test_negative_control_is_caught(name: str, verdict: str) -> None:
+    result = check(REGISTRY.get(name), "cpu")
+    assert result.verdict == verdict, result.detail
+    assert result.verdict != "pass"
+
+
+@pytest.mark.parametrize("name", FIXED)
+def test_fixed_twin_passes(name: str) -> None:
+    result = check(REGISTRY.get(name), "cpu")
+    assert result.verdict == "pass", result.detail
+
+
+def test_stale_replay_rows_show_graph_error_over_threshold_and_eager_within() -> None:
+    """The seed-000 table shape: eager error small, graph error large, on every fresh-input replay."""
+    result = check(REGISTRY.get("control_python_cached_value"), "cpu", replays=3)
+    replay_rows = [r for r in result.rows if r.replay >= 0]
+    assert len(replay_rows) == 6  # 2 patterns x 3 replays
+    for row in replay_rows:
+        assert row.eager_error is not None and row.threshold is not None and row.graph_error is not None
+        assert row.eager_error <= row.threshold < row.graph_error
+        assert row.row_verdict == "stale_replay"

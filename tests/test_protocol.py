@@ -1,0 +1,141 @@
+"""The protocol itself: seeds, in-place copies, output poisoning, refusals, fallback, stress knobs, bad cases."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from harness import Case, CaseError, FallbackEager, check
+from harness.protocol import seeds
+
+
+def _inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(8, generator=torch.Generator().manual_seed(seed)).to(device)}
+
+
+def _double(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+def test_seeds_are_recorded_per_row() -> None:
+    result = check(Case(name="t_seeds", make_inputs=_inputs, op=_double), "cpu", replays=2, seed=7)
+    assert seeds(7, 2) == (7, [8, 9])
+    assert {(r.seed_a, r.seed) for r in result.rows} == {(7, 8), (7, 9)}
+    assert {r.pattern for r in result.rows} == {"0xff", "0x7f"}
+
+
+def test_output_not_written_by_replay_is_caught() -> None:
+    """Failure scenario: a graph that writes its output only at capture. Output poisoning must expose it."""
+    state: dict[str, torch.Tensor] = {}
+
+    def writes_once(x: torch.Tensor) -> torch.Tensor:
+        if "out" not in state:
+            state["out"] = x * 2  # a buffer filled once, outside any later replay
+        return state["out"]
+
+    result = check(Case(name="t_write_once", make_inputs=_inputs, op=writes_once), "cpu")
+    assert result.verdict == "uninitialized"
+
+
+def test_refusal_is_its_own_verdict() -> None:
+    def refuses(x: torch.Tensor) -> torch.Tensor:
+        raise ValueError("x: dtype float32 is not supported; allowed: bfloat16")
+
+    result = check(Case(name="t_refuse", make_inputs=_inputs, op=refuses, expect="refused"), "cpu")
+    assert result.verdict == "refused" and "allowed: bfloat16" in result.detail
+
+
+def test_unnamed_runtime_error_is_not_a_refusal() -> None:
+    def breaks(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("boom")
+
+    assert check(Case(name="t_breaks", make_inputs=_inputs, op=breaks), "cpu").verdict == "eager_mismatch"
+
+
+def test_fallback_eager_when_probe_declines_capture() -> None:
+    """An executor whose probe failed raises FallbackEager at capture; eager right -> fallback_eager."""
+    right = Case(
+        name="t_fallback", make_inputs=_inputs, op=lambda x: _fallback_then(x * 2), reference=_double
+    )
+    assert check(right, "cpu").verdict == "fallback_eager"
+    wrong = Case(
+        name="t_fallback_wrong", make_inputs=_inputs, op=lambda x: _fallback_then(x * 3), reference=_double
+    )
+    assert check(wrong, "cpu").verdict == "eager_mismatch"
+
+
+def _in_capture() -> bool:
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    return any(type(m).__name__ == "_Recorder" for m in _get_current_dispatch_mode_stack())
+
+
+def _fallback_then(value: torch.Tensor) -> torch.Tensor:
+    if _in_capture():
+        raise FallbackEager("probe failed")
+    return value
+
+
+def test_bit_exact_case_rejects_rounding_difference() -> None:
+    ref = functools.partial(torch.mul, other=2.0)
+    ok = Case(name="t_exact", make_inputs=_inputs, op=_double, reference=ref, bit_exact=True)
+    assert check(ok, "cpu").verdict == "pass"
+    off = Case(
+        name="t_exact_off",
+        make_inputs=_inputs,
+        op=lambda x: (x.double() * 2 + 1e-12).float(),
+        reference=lambda x: (x.double() * 2 + 1e-7).float(),
+        bit_exact=True,
+    )
+    assert check(off, "cpu").verdict == "eager_mismatch"
+
+
+def test_rebuilds_and_live_graphs_pass_for_a_correct_op() -> None:
+    case = Case(name="t_stress", make_inputs=_inputs, op=_double, reference=_double)
+    result = check(case, "cpu", rebuilds=5, live_graphs=20, patterns=(0xFF,))
+    assert result.verdict == "pass"
+    assert {r.phase for r in result.rows} == {"replay", "rebuild", "live"}
+
+
+def test_live_graphs_catch_a_stale_op() -> None:
+    cache: dict[str, torch.Tensor] = {}
+
+    def first_scale(x: torch.Tensor) -> torch.Tensor:
+        cache.setdefault("s", x.abs().max())
+        return x / cache["s"]
+
+    case = Case(
+        name="t_live_stale", make_inputs=_inputs, op=first_scale, reference=lambda x: x / x.abs().max()
+    )
+    assert check(case, "cpu", live_graphs=3, patterns=(0xFF,)).verdict != "pass"
+
+
+@pytest.mark.parametrize(
+    ("make_inputs", "static", "fragment"),
+    [
+        (lambda seed, device: {"x": torch.ones(3)}, (), "identical for seeds"),
+        (lambda seed, device: {"x": torch.randn(3 + seed)}, (), "shapes and dtypes must match"),
+        (lambda seed, device: {"x": 3}, (), "not a Tensor"),
+        (lambda seed, device: [torch.ones(3)], (), "must return dict"),
+        (lambda seed, device: {"x": torch.randn(3)}, ("w",), "not inputs"),
+    ],
+    ids=["identical", "shape_changes", "non_tensor", "not_a_dict", "unknown_static"],
+)
+def test_bad_inputs_give_one_clear_case_error(make_inputs, static, fragment) -> None:  # type: ignore[no-untyped-def]
+    case = Case(name="t_bad_inputs", make_inputs=make_inputs, op=_double, static_inputs=static)
+    with pytest.raises(CaseError) as info:
+        check(case, "cpu")
+    assert ("t_bad_inputs" in str(info.value) and "make_inputs" in str(info.value)) or "static_inputs" in str(
+        info.value
+    )
+    assert fragment in str(info.value)
+
+
+def test_static_inputs_may_repeat() -> None:
+    def make(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        return {"x": torch.randn(4, generator=torch.Generator().manual_seed(seed)), "w": torch.ones(4)}
+
+    case = Case(name="t_static", make_inputs=make, op=lambda x, w: x * w, static_inputs=("w",))
+    assert check(case, "cpu").verdict == "pass"
