@@ -1,0 +1,193 @@
+"""Tests of report.html: self-contained, and rendered by a real browser (headless Chromium, --dump-dom).
+
+Method: write a synthetic run (failing, passing, negative-control and platform cases, an `inf` error, a
+case-level timeout row), render report.html, load it in headless Chromium and parse the DOM it serialises:
+the tables, the three plots and every case name must be there, the conformance grid must hold exactly the
+platform cases. Chromium is found on PATH; without it the browser test skips naming the missing binary
+(`apt-get install -y chromium`), unless GRAPHSAFE_REQUIRE_BROWSER=1 (CI), where a missing browser fails.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness import fingerprint
+from harness.html_report import LogScale, decades, render_html, write_html
+from harness.summary import RESULT_COLUMNS, read_results
+
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
+PLATFORM_CASES = ("platform.node_kinds", "platform.live_graphs")
+OTHER_CASES = ("moe.bf16_fixed", "moe.bf16_main", "neg.stale_copy", "gemm.poisoned_tail")
+
+
+def rows_of(
+    case: str, family: str, verdict: str, expected: str, graph: list[str], seed_a: int = 11
+) -> list[dict]:
+    common: dict[str, Any] = dict(case=case, family=family, backend="cpu", device="cpu", seed_a=seed_a,
+                                  threshold=0.02, verdict=verdict, expected=expected,
+                                  status="ok" if verdict == expected else "FAIL")  # fmt: skip
+    if not graph:
+        return [common | dict(pattern="0xff", replay=-1, row_verdict=verdict, detail="deadline 60s exceeded")]
+    return [
+        common
+        | dict(pattern=p, replay=i, seed=100 + i, eager_error="0.002", graph_error=g, row_verdict=verdict)
+        for p in ("0xff", "0x7f")
+        for i, g in enumerate(graph)
+    ]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    rows = [
+        *rows_of("moe.bf16_fixed", "moe", "pass", "pass", ["0.002", "0.0021", "0.0019"]),
+        *rows_of("moe.bf16_main", "moe", "stale_replay", "pass", ["0.574833", "0.282794", "0.484713"], 4242),
+        *rows_of("neg.stale_copy", "counterexamples", "stale_replay", "stale_replay", ["0.9", "1.1", "0.0"]),
+        *rows_of("gemm.poisoned_tail", "gemm", "uninitialized", "pass", ["inf", "inf", "inf"]),
+        *rows_of("platform.node_kinds", "platform.conformance", "pass", "pass", ["0.0", "0.0", "0.0"]),
+        *rows_of("platform.live_graphs", "platform.conformance", "timeout", "pass", []),
+    ]
+    run = tmp_path / "run <&> dir"  # characters that must be escaped in a file URL and in HTML
+    run.mkdir()
+    with (run / "results.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, restval="")
+        writer.writeheader()
+        writer.writerows(rows)
+    fingerprint.write(run, fingerprint.collect("cpu"))
+    return run
+
+
+class DomSummary(HTMLParser):
+    """Tag counts, the text of the document, and the text inside each <svg> by its class."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: dict[str, int] = {}
+        self.text: list[str] = []
+        self.svg_text: dict[str, list[str]] = {}
+        self._svg_class: str | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        if tag == "svg":
+            self._svg_class = dict(attrs).get("class") or ""
+            self.svg_text.setdefault(self._svg_class, [])
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "svg":
+            self._svg_class = None
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        if self._svg_class is not None:
+            self.svg_text[self._svg_class].append(data)
+
+
+def parse(markup: str) -> DomSummary:
+    dom = DomSummary()
+    dom.feed(markup)
+    return dom
+
+
+def find_browser() -> str | None:
+    return next((path for name in BROWSERS if (path := shutil.which(name))), None)
+
+
+def dump_dom(browser: str, page: Path, profile: Path) -> str:
+    """The DOM Chromium builds from the page, serialised (scripts would have run; the report has none)."""
+    args = [
+        browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+    return done.stdout
+
+
+# ---------------------------------------------------------------------------------------------- browser
+
+
+def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
+    browser = find_browser()
+    if browser is None:
+        message = (
+            f"no headless browser on PATH (tried {', '.join(BROWSERS)}); install: apt-get install -y chromium"
+        )
+        if os.environ.get("GRAPHSAFE_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    page = write_html(run_dir)
+    dom_text = dump_dom(browser, page, tmp_path / "chromium-profile")
+    dom = parse(dom_text)
+    text = " ".join(dom.text)
+
+    assert "graphsafe: 3/6 cases ok" in text  # the page's own content reached the DOM (not an error page)
+    assert dom.tags.get("table", 0) >= 3  # environment, failure tables, all cases
+    assert dom.tags.get("svg", 0) >= 3
+    assert {"errors", "series", "conformance"} <= set(dom.svg_text)
+    for case in PLATFORM_CASES + OTHER_CASES:
+        assert case in text, case
+        assert case in " ".join(dom.svg_text["errors"]), f"{case} missing from the error/threshold plot"
+    conformance = " ".join(dom.svg_text["conformance"])
+    assert all(c in conformance for c in PLATFORM_CASES)
+    assert not any(c in conformance for c in OTHER_CASES)
+    assert "FAIL: timeout" in conformance and "ok: pass" in conformance
+    assert "python -m harness repro moe.bf16_main --seed 4242 --backend cpu" in text
+    assert dom.tags.get("circle", 0) >= 12  # error dots plus per-replay series points
+    assert dom.tags.get("polyline", 0) >= 4
+    assert not re.search(r"<td[^>]*>\s*-?nan\s*</td>", dom_text, re.IGNORECASE)  # no table cell says nan
+    assert re.search(r"<td[^>]*>\s*inf\s*</td>", dom_text)  # the poisoned output shows as inf
+
+
+# ---------------------------------------------------------------------------------------------- no browser
+
+
+def test_page_is_self_contained(run_dir: Path) -> None:
+    """No scripts, stylesheets, images, fonts or links: the page must open offline, as an attachment."""
+    markup = write_html(run_dir).read_text()
+    assert not re.search(r"<(script|link|img|iframe|object|embed)\b", markup, re.IGNORECASE)
+    assert not re.search(r"\b(src|href)\s*=", markup, re.IGNORECASE)
+    assert "url(" not in markup and "@import" not in markup
+
+
+def test_page_escapes_case_names_and_details(run_dir: Path) -> None:
+    df = read_results(run_dir)
+    df.loc[df["case"] == "moe.bf16_main", "case"] = "<b>evil</b>"
+    df.loc[df["case"] == "<b>evil</b>", "detail"] = "</table><script>alert(1)</script>"
+    markup = render_html(df, {})
+    assert "<b>evil</b>" not in markup and "<script>" not in markup
+    assert "&lt;b&gt;evil&lt;/b&gt;" in markup
+
+
+def test_empty_run_still_renders() -> None:
+    markup = render_html(read_results_empty(), {})
+    assert "0/0 cases ok" in markup and "No results" in markup
+
+
+def read_results_empty() -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(columns=list(RESULT_COLUMNS))
+
+
+def test_log_scale_places_zero_inf_and_nan_explicitly() -> None:
+    """0 pins to the low edge, inf to its own band, NaN (not applicable) is not drawn at all."""
+    scale = LogScale(lo=-6, hi=0, start=100.0, length=600.0, inf_pos=750.0)
+    assert scale.pos(0.0) == 100.0
+    assert scale.pos(1e-9) == 100.0
+    assert scale.pos(1.0) == pytest.approx(700.0)
+    assert scale.pos(1e-3) == pytest.approx(400.0)
+    assert scale.pos(math.inf) == 750.0
+    assert scale.pos(math.nan) is None
+    assert decades([0.0, math.inf, math.nan, 3e-9, 40.0]) == (-9, 2)
+    assert decades([]) == (-6, 0)
