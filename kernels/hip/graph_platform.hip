@@ -135,6 +135,11 @@ void copy_roundtrip(uintptr_t handle, uintptr_t x, uintptr_t y, size_t n, uintpt
   check(hipMemcpyAsync(as_ptr<float>(y), slot->host_in, n * sizeof(float), hipMemcpyHostToDevice, s), "H2D");
 }
 
+// Memset node: a plain hipMemsetAsync on the given stream (torch's zero_/fill_ launch kernels, not memsets).
+void memset_async(uintptr_t ptr, int value, size_t bytes, uintptr_t stream) {
+  check(hipMemsetAsync(as_ptr<void>(ptr), value, bytes, as_stream(stream)), "hipMemsetAsync");
+}
+
 // ------------------------------------------------------------------------------------- host functions
 void host_affine_fn(void* user) {
   // Runs on the runtime's callback thread; reads its inputs now (at execution), never at enqueue time
@@ -356,6 +361,7 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.def("slot_flag", &slot_flag, py::arg("slot"));
   m.def("copy_roundtrip", &copy_roundtrip, py::arg("slot"), py::arg("x"), py::arg("y"), py::arg("n"),
         py::arg("stream"));
+  m.def("memset_async", &memset_async, py::arg("ptr"), py::arg("value"), py::arg("bytes"), py::arg("stream"));
   m.def("host_affine", &host_affine, py::arg("slot"), py::arg("x"), py::arg("y"), py::arg("n"), py::arg("stream"),
         py::arg("simulate_refusal") = false);
   m.def("host_affine_at_enqueue", &host_affine_at_enqueue, py::arg("slot"), py::arg("x"), py::arg("y"),

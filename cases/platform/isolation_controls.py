@@ -1,0 +1,56 @@
+"""Isolation controls (issue 3, item 4): a case that faults the device and cases that hang or kill the process.
+
+They prove that the runner's worker isolation turns a dead or hung case into `crash` / `timeout` and loses no
+other case's rows. Never run them in the pytest process: ISOLATION_ONLY names them so in-process loops skip
+them (tests/test_platform_cases.py runs each in a subprocess instead). GPU-only: registered when
+`torch.cuda.is_available()` at import.
+
+NOTE on the illegal address: CUDA reports the fault at the next synchronizing call as an exception
+(torch.AcceleratorError, "an illegal memory access was encountered") and the context is unusable afterwards
+(a sticky error), so the worker must report `crash` and exit rather than run more cases. The abort control
+kills the process outright (SIGABRT) and needs no such mapping.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from cases.platform._shared import affine_reference, vector_inputs
+from harness import Case, register
+
+ISOLATION_ONLY = frozenset({"isolation_illegal_address", "isolation_abort", "isolation_spin_forever"})
+
+if torch.cuda.is_available():
+    from kernels import platform_ops as P
+
+    register(
+        Case(
+            "isolation_illegal_address",
+            vector_inputs,
+            P.illegal_address,
+            affine_reference,
+            expect="crash",
+            note="kernel stores to address 0x10: sticky device fault; worker must die or be retired",
+        )
+    )
+    register(
+        Case(
+            "isolation_abort",
+            vector_inputs,
+            P.hard_abort,
+            affine_reference,
+            expect="crash",
+            note="native std::abort() during warm-up: the worker process dies with SIGABRT",
+        )
+    )
+    register(
+        Case(
+            "isolation_spin_forever",
+            vector_inputs,
+            P.spin_forever,
+            affine_reference,
+            expect="timeout",
+            note="kernel spins on a flag nobody sets; its watchdog (GRAPHSAFE_SPIN_LIMIT_S, default 600 s) "
+            "outlasts any per-case deadline",
+        )
+    )
