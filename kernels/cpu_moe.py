@@ -1,0 +1,920 @@
+"""CPU/hybrid MoE: the C++ expert executor's Python side, its GPU<->CPU handshake, the fail-closed probe,
+its watchdog, and tensor-parallel consensus (seed 000, FreeToken #350 and its fix).
+
+Role: one decode-size MoE layer whose experts run on CPU worker threads (kernels/cpu/cpu_moe.cpp). On a GPU,
+every decode step must, on every graph replay: copy hidden states, expert ids and router weights GPU->host,
+notify the CPU workers, wait for their result, copy it host->GPU (kernels/hip/handshake.hip). If replay
+skips the notify/wait, the output is finite and stale (seed 000: graph error 0.28-0.57 against eager 0.002).
+
+Handshake modes (`HANDSHAKE_MODES`):
+- CPU backend: `direct` (the executor as one custom op, graphsafe::cpu_moe), `recorded` (staged copies plus
+  a notify/wait custom op: the emulated graph re-runs all three) and `unrecorded` (the same, but notify/wait
+  is a plain pybind11 call: it runs once, at capture, as ROCm's unrecorded memops did: stale_replay).
+- GPU: `memop` (stream write/wait-value on mapped host signal words, recorded as graph nodes; HIP adds them
+  as explicit batch-memop nodes), `hostfn` (a host-function node runs the CPU layer), `eager` (synchronizing
+  copies; capture raises HandshakeNotCapturable).
+The probe (`probe_handshake`) captures, instantiates and replays the handshake on a known input pair with
+a deadline and compares numerically; its failure (or any rank's, via `consensus`) disables graphs: the layer
+then raises FallbackEager at capture and stays correct eagerly.
+
+This module is longer than ~400 lines because the brief keeps executor, modes, probe, watchdog and
+consensus together; each section is headed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from kernels import quant
+
+FORMATS = ("bf16", "mxfp4", "nvfp4", "q4_0", "block_fp8")
+_FORMAT_CODES = {"bf16": 0, "mxfp4": 1, "nvfp4": 2, "q4_0": 3, "block_fp8": 4}
+_DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
+
+# Relative-error thresholds, max|out-ref| / max|ref| (PITFALLS "Comparing"; seed 000's FreeToken tests):
+# bf16 and q4_0 0.02, nvfp4 0.03, mxfp4 0.04. block_fp8: 0.02, because the reference dequantizes the very
+# same e4m3 bytes and f32 scales (bit-identical rows, tests check it), so as for bf16 the only error left
+# is the bf16 rounding of h and of the output (2^-8 relative each) plus f32 summation order.
+THRESHOLDS = {"bf16": 0.02, "q4_0": 0.02, "mxfp4": 0.04, "nvfp4": 0.03, "block_fp8": 0.02}
+
+CPU_MODES = ("direct", "recorded", "unrecorded")
+GPU_MODES = ("memop", "hostfn", "eager")
+HANDSHAKE_MODES = CPU_MODES + GPU_MODES
+
+SIGNAL_STRIDE = 128  # bytes per slot in the signal block: req at +0, done at +64 (cpu_moe.cpp kSignalStride)
+DEFAULT_DECODE_LIMIT = 512  # the engine's usual max decode batch; graph sizes may exceed it (seed 000)
+PROBE_SLOTS = 4  # spare slots for probes: a slot a failed probe used is quarantined, never reused
+# A GPU wait-value has no timeout; the emulated one waits this long before the op reports a hang.
+EMULATED_WAIT_TIMEOUT_S = 30.0
+
+_SRC = Path(__file__).resolve().parent
+
+
+class HandshakeError(RuntimeError):
+    """The CPU side did not answer a handshake (the watchdog released it or the emulated wait timed out)."""
+
+
+class HandshakeNotCapturable(RuntimeError):
+    """The `eager` handshake (synchronizing copies) was called under graph capture."""
+
+
+class UnsafeExecutorCapture(RuntimeError):
+    """Direct capture of an executor whose handshake probe failed (or was never run)."""
+
+
+def _choice(field_name: str, value: Any, allowed: Sequence[Any]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{field_name} must be one of {tuple(allowed)}, got {value!r}")
+
+
+# ------------------------------------------------------------------------------------ native modules
+
+
+def cpu_module() -> Any:
+    """The C++ executor (g++, no torch headers; about 15 s cold, cached by kernels/build.py)."""
+    from kernels.build import build_extension
+
+    return build_extension(
+        "graphsafe_cpu_moe", [_SRC / "cpu" / "cpu_moe.cpp"], backend="cpu", extra_flags=("-O3",)
+    )
+
+
+def handshake_module() -> Any:
+    """The GPU half (nvcc compiles the .hip as CUDA, hipcc on ROCm); needs a device."""
+    from kernels.build import build_extension, detect_backend
+
+    backend = detect_backend()
+    if backend == "cpu":
+        raise RuntimeError(
+            "the GPU handshake needs a CUDA or ROCm device; torch.cuda.is_available() is False"
+        )
+    return build_extension("graphsafe_handshake", [_SRC / "hip" / "handshake.hip"], backend=backend)
+
+
+# ------------------------------------------------------------------------------------ weights and reference
+
+
+@dataclass(frozen=True)
+class ExpertBank:
+    """One layer's experts: w13 [E, 2I, H] (gate rows, then up rows) and w2 [E, H, I] in one format."""
+
+    fmt: str
+    num_experts: int
+    hidden: int
+    inter: int
+    w13: quant.QuantizedWeight
+    w2: quant.QuantizedWeight
+
+    def pointers(self, q: quant.QuantizedWeight) -> tuple[int, int, int]:
+        scale = q.scale.data_ptr() if q.scale is not None else 0
+        glob = q.global_scale.data_ptr() if q.global_scale is not None else 0
+        return q.data.data_ptr(), scale, glob
+
+
+def make_bank(fmt: str, num_experts: int, hidden: int, inter: int, seed: int = 0) -> ExpertBank:
+    """Random experts quantized with kernels/quant.py (weights ~ N(0, 1/fan_in), so outputs stay O(1))."""
+    _choice("fmt", fmt, FORMATS)
+    g = torch.Generator().manual_seed(seed)
+    w13 = torch.randn(num_experts, 2 * inter, hidden, generator=g) / math.sqrt(hidden)
+    w2 = torch.randn(num_experts, hidden, inter, generator=g) / math.sqrt(inter)
+
+    def q(w: torch.Tensor) -> quant.QuantizedWeight:
+        qw = quant.quantize_weight(w, fmt)
+        contiguous = {k: (v.contiguous() if isinstance(v, torch.Tensor) else v) for k, v in vars(qw).items()}
+        return quant.QuantizedWeight(**contiguous)
+
+    return ExpertBank(fmt, num_experts, hidden, inter, q(w13), q(w2))
+
+
+def reference_moe(
+    hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, bank: ExpertBank
+) -> torch.Tensor:
+    """Independent oracle in float64 from quant.dequantize_weight (no intermediate rounding), on CPU."""
+    w13 = quant.dequantize_weight(bank.w13).double()
+    w2 = quant.dequantize_weight(bank.w2).double()
+    x = hidden.detach().cpu().double()
+    idx = ids.detach().cpu().long()
+    rw = weights.detach().cpu().double()
+    gu = torch.einsum("tkih,th->tki", w13[idx], x)  # [T, K, 2I]
+    g, u = gu[..., : bank.inter], gu[..., bank.inter :]
+    h = torch.nn.functional.silu(g) * u
+    y = torch.einsum("tkhi,tki->tkh", w2[idx], h)
+    return (rw.unsqueeze(-1) * y).sum(dim=1).to(hidden.dtype).to(hidden.device)
+
+
+def make_routing(
+    seed: int, tokens: int, num_experts: int, top_k: int, hidden: int, device: Any, dtype: torch.dtype
+):
+    """Hidden states, distinct top-k expert ids (int32) and softmax router weights (f32) for one step."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, hidden, generator=g).to(dtype)
+    logits = torch.randn(tokens, num_experts, generator=g)
+    top = torch.topk(logits, top_k, dim=-1)
+    return {
+        "hidden": x.to(device),
+        "expert_ids": top.indices.to(torch.int32).to(device),
+        "router_weights": torch.softmax(top.values, dim=-1).to(device),
+    }
+
+
+# ------------------------------------------------------------------------------------ the executor
+
+
+@dataclass
+class Faults:
+    """Fault injection (tests only). Each makes the probe say "unsafe" for a different reason."""
+
+    graph_api_unsupported: bool = False  # adding the handshake's graph nodes fails (hipErrorNotSupported)
+    launch_delay_s: float = 0.0  # the probe's replay launch starts this late (a busy queue)
+    unrecorded_memop: bool = False  # memops run during capture but are not recorded (ROCm < 7.x fix)
+    cpu_never_answers: bool = False  # the service thread ignores the probe slot
+
+
+@dataclass
+class _Slot:
+    index: int
+    tokens: int
+    host: int  # host address of the slot buffer
+    dev: int  # device address of the same (mapped) memory; == host on CPU
+    layout: dict[str, int]
+    quarantined: bool = False
+
+
+@dataclass
+class ProbeResult:
+    ok: bool
+    reason: str
+    error: float | None = None
+    seconds: float = 0.0
+    watchdog_releases: int = 0
+
+
+_EXECUTORS: dict[int, CpuMoeExecutor] = {}
+_HANDLES = itertools.count(1)
+
+
+class CpuMoeExecutor:
+    """One MoE layer on CPU threads, with executor-owned slots and signals kept across graph rebuilds.
+
+    graph_sizes: the batch sizes graphs are captured for; one slot each (any number, > 16, above the
+    decode limit: capacity is derived from them, never clamped), plus PROBE_SLOTS probe slots and one eager
+    slot of max(graph_sizes) tokens. mode: one of HANDSHAKE_MODES. policy: "fallback" (a layer: raise
+    FallbackEager at capture when graphs are disabled) or "strict" (the bare executor: raise
+    UnsafeExecutorCapture). Graphs start disabled until `enable_graphs()` or a passing probe.
+    """
+
+    def __init__(
+        self,
+        bank: ExpertBank,
+        *,
+        top_k: int,
+        graph_sizes: Sequence[int] = (1, 2, 4, 8),
+        mode: str = "direct",
+        num_threads: int = 2,
+        dtype: torch.dtype = torch.bfloat16,
+        device: str | torch.device = "cpu",
+        policy: str = "fallback",
+        faults: Faults | None = None,
+    ) -> None:
+        _choice("mode", mode, HANDSHAKE_MODES)
+        _choice("policy", policy, ("fallback", "strict"))
+        _choice("dtype", dtype, tuple(_DTYPE_CODES))
+        if not graph_sizes or any(int(s) < 1 for s in graph_sizes):
+            raise ValueError(
+                f"graph_sizes must be a non-empty list of positive sizes, got {list(graph_sizes)}"
+            )
+        self.device = torch.device(device)
+        if (mode in GPU_MODES) != (self.device.type == "cuda"):
+            raise ValueError(
+                f"mode {mode!r} does not run on device {self.device}: CPU modes {CPU_MODES}, GPU {GPU_MODES}"
+            )
+        self.bank, self.top_k, self.mode, self.dtype, self.policy = bank, top_k, mode, dtype, policy
+        self.graph_sizes = tuple(sorted({int(s) for s in graph_sizes}))
+        self.faults = faults or Faults()
+        self.graphs_enabled = False
+        self.disabled_reason = "no probe has run"
+        # CUDA records stream memops natively (PITFALLS, measured on CUDA 13); True splices explicit
+        # batch-memop nodes as the HIP path always does, so that path is testable on NVIDIA too.
+        self.explicit_memop_nodes = False
+        self.last_watchdog: Watchdog | None = None
+        self._in_flight: list[Any] = []  # probe graphs a watchdog is still draining: never freed early
+        self.handle = next(_HANDLES)
+        self._mod = cpu_module()
+        self._hs = handshake_module() if self.device.type == "cuda" else None
+        self.max_slots = len(self.graph_sizes) + PROBE_SLOTS + 1
+        self._ex = self._mod.Executor(num_threads, self.max_slots)
+        self._ex.set_layer(
+            _FORMAT_CODES[bank.fmt],
+            bank.num_experts,
+            bank.hidden,
+            bank.inter,
+            *bank.pointers(bank.w13),
+            *bank.pointers(bank.w2),
+        )
+        self._keep: list[Any] = []  # CPU memory backing slots and signals
+        self._mapped: list[int] = []  # GPU mapped host allocations to free
+        self._signals_host, self._signals_dev = self._alloc(self.max_slots * SIGNAL_STRIDE)
+        self._slots: dict[int, _Slot] = {}
+        self._probe_slots: list[_Slot] = []
+        for tokens in self.graph_sizes:
+            self._slots[tokens] = self._add_slot(tokens)
+        for _ in range(PROBE_SLOTS):
+            self._probe_slots.append(self._add_slot(PROBE_TOKENS))
+        self._eager_slot = self._add_slot(max(self.graph_sizes))
+        self._ex.start_service()
+        _EXECUTORS[self.handle] = self
+
+    # -- memory --------------------------------------------------------------------------------------------
+    def _alloc(self, nbytes: int) -> tuple[int, int]:
+        if self._hs is not None:
+            host, dev = self._hs.alloc_mapped(nbytes)
+            self._mapped.append(host)
+            return host, dev
+        buf = torch.zeros(nbytes + 64, dtype=torch.uint8)
+        self._keep.append(buf)
+        addr = (buf.data_ptr() + 63) // 64 * 64
+        return addr, addr
+
+    def _add_slot(self, tokens: int) -> _Slot:
+        code = _DTYPE_CODES[self.dtype]
+        layout = dict(self._ex.slot_layout(tokens, self.top_k, code))
+        host, dev = self._alloc(layout["total"])
+        index = self._ex.add_slot(
+            tokens, self.top_k, code, host, self._signals_host + self._ex.num_slots * SIGNAL_STRIDE
+        )
+        return _Slot(index, tokens, host, dev, layout)
+
+    def signal_dev(self, slot: _Slot) -> tuple[int, int]:
+        base = self._signals_dev + slot.index * SIGNAL_STRIDE
+        return base, base + 64
+
+    @property
+    def num_threads(self) -> int:
+        return self._ex.num_threads
+
+    def slot_for(self, tokens: int) -> _Slot:
+        if tokens not in self._slots:
+            raise ValueError(
+                f"batch size {tokens} has no graph slot: graph_sizes={list(self.graph_sizes)} "
+                "(capacity is derived from the configured graph sizes)"
+            )
+        return self._slots[tokens]
+
+    def close(self) -> None:
+        self._ex.stop_service()
+        _EXECUTORS.pop(self.handle, None)
+        if self._hs is not None:
+            for host in self._mapped:
+                self._hs.free_mapped(host)
+            self._mapped.clear()
+
+    # -- graph policy --------------------------------------------------------------------------------------
+    def enable_graphs(self, ok: bool, reason: str = "") -> None:
+        self.graphs_enabled = bool(ok)
+        self.disabled_reason = "" if ok else (reason or "disabled")
+
+    def _check_capture_allowed(self, force: bool) -> None:
+        if self.graphs_enabled or force:
+            return
+        from harness.errors import FallbackEager
+
+        why = f"CPU MoE handshake unsafe for graphs ({self.disabled_reason}); running eagerly"
+        if self.policy == "fallback":
+            raise FallbackEager(why)
+        raise UnsafeExecutorCapture(f"direct capture of an unsafe executor refused: {self.disabled_reason}")
+
+    # -- the op --------------------------------------------------------------------------------------------
+    def validate(self, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> None:
+        if hidden.dtype != self.dtype:
+            raise TypeError(f"hidden dtype must be {self.dtype} (the executor's), got {hidden.dtype}")
+        if hidden.dim() != 2 or hidden.shape[1] != self.bank.hidden:
+            raise ValueError(f"hidden must be [T, {self.bank.hidden}], got {tuple(hidden.shape)}")
+        t = hidden.shape[0]
+        if ids.dtype != torch.int32 or tuple(ids.shape) != (t, self.top_k):
+            raise TypeError(
+                f"expert_ids must be int32 [{t}, {self.top_k}], got {ids.dtype} {tuple(ids.shape)}"
+            )
+        if weights.dtype != torch.float32 or tuple(weights.shape) != (t, self.top_k):
+            raise TypeError(
+                f"router_weights must be float32 [{t}, {self.top_k}], got {weights.dtype} {tuple(weights.shape)}"
+            )
+        for name, x in (("hidden", hidden), ("expert_ids", ids), ("router_weights", weights)):
+            if x.device != self.device or not x.is_contiguous():
+                raise ValueError(f"{name} must be contiguous on {self.device}, got {x.device}")
+
+    def __call__(
+        self,
+        hidden: torch.Tensor,
+        expert_ids: torch.Tensor,
+        router_weights: torch.Tensor,
+        *,
+        force_capture: bool = False,
+    ) -> torch.Tensor:
+        self.validate(hidden, expert_ids, router_weights)
+        if self.device.type == "cuda":
+            return _gpu_forward(self, hidden, expert_ids, router_weights, force_capture=force_capture)
+        if _cpu_capturing():
+            self._check_capture_allowed(force_capture)
+        if self.mode == "direct":
+            return torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
+        slot = self.slot_for(hidden.shape[0])
+        return self._emulated_handshake(
+            slot, hidden, expert_ids, router_weights, recorded=self.mode == "recorded"
+        )
+
+    def _emulated_handshake(
+        self, slot: _Slot, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, *, recorded: bool
+    ) -> torch.Tensor:
+        token = torch.ops.graphsafe.cpu_moe_stage_in(hidden, ids, weights, self.handle, slot.index)
+        if recorded:
+            token = torch.ops.graphsafe.cpu_moe_notify_wait(token, self.handle, slot.index)
+        else:
+            _plain_notify_wait(self, slot.index)  # a pybind11 call: the emulated graph never sees it
+        return torch.ops.graphsafe.cpu_moe_stage_out(token, self.handle, slot.index)
+
+    def forward_eager(self, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """Direct computation on CPU tensors; refuses out-of-range expert ids by name."""
+        if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.bank.num_experts):
+            raise ValueError(
+                f"expert_ids must lie in [0, {self.bank.num_experts}), got [{int(ids.min())}, {int(ids.max())}]"
+            )
+        out = torch.empty_like(hidden)
+        self._ex.forward(
+            hidden.data_ptr(),
+            _DTYPE_CODES[hidden.dtype],
+            ids.data_ptr(),
+            weights.data_ptr(),
+            out.data_ptr(),
+            hidden.shape[0],
+            self.top_k,
+        )
+        return out
+
+    # -- slot views (CPU memory only) ------------------------------------------------------------------------
+    def slot_tensor(self, slot: _Slot, region: str) -> torch.Tensor:
+        t, k, h = slot.tokens, self.top_k, self.bank.hidden
+        shape, dtype = {
+            "hidden": ((t, h), self.dtype),
+            "ids": ((t, k), torch.int32),
+            "weights": ((t, k), torch.float32),
+            "out": ((t, h), self.dtype),
+        }[region]
+        base = self._keep_for(slot.host + slot.layout[region])
+        return base.view(dtype)[: math.prod(shape)].view(shape)
+
+    def _keep_for(self, addr: int) -> torch.Tensor:
+        for buf in self._keep:
+            start = buf.data_ptr()
+            if start <= addr < start + buf.numel():
+                return buf[addr - start :]
+        raise ValueError(f"address {addr:#x} is not in CPU slot memory")
+
+
+PROBE_TOKENS = 2
+
+
+def _executor(handle: int) -> CpuMoeExecutor:
+    if handle not in _EXECUTORS:
+        raise ValueError(f"no live CpuMoeExecutor with handle {handle}")
+    return _EXECUTORS[handle]
+
+
+def _plain_notify_wait(ex: CpuMoeExecutor, slot: int) -> None:
+    if not ex._ex.notify_wait(slot, int(EMULATED_WAIT_TIMEOUT_S * 1e6)):
+        raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
+
+
+def _cpu_capturing() -> bool:
+    """True inside the CPU backend's recorder (the emulated capture)."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    try:
+        from harness.backends.cpu import _Recorder
+    except ImportError:  # the harness is optional for plain use of the executor
+        return False
+    return any(isinstance(m, _Recorder) for m in _get_current_dispatch_mode_stack())
+
+
+# ------------------------------------------------------------------------------------ torch custom ops
+
+
+@torch.library.custom_op("graphsafe::cpu_moe", mutates_args=())
+def _cpu_moe_op(
+    hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor, handle: int
+) -> torch.Tensor:
+    return _executor(handle).forward_eager(hidden, expert_ids, router_weights)
+
+
+@_cpu_moe_op.register_fake
+def _(
+    hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor, handle: int
+) -> torch.Tensor:
+    return torch.empty_like(hidden)
+
+
+@torch.library.custom_op("graphsafe::cpu_moe_stage_in", mutates_args=())
+def _stage_in(
+    hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor, handle: int, slot: int
+) -> torch.Tensor:
+    """The D2H copy node: inputs into the slot's executor-owned buffers. Returns a token for ordering."""
+    ex = _executor(handle)
+    s = _slot_by_index(ex, slot)
+    ex.slot_tensor(s, "hidden").copy_(hidden)
+    ex.slot_tensor(s, "ids").copy_(expert_ids)
+    ex.slot_tensor(s, "weights").copy_(router_weights)
+    return torch.zeros(1, dtype=torch.int32)
+
+
+@_stage_in.register_fake
+def _(hidden, expert_ids, router_weights, handle, slot):  # type: ignore[no-untyped-def]
+    return torch.empty(1, dtype=torch.int32)
+
+
+@torch.library.custom_op("graphsafe::cpu_moe_notify_wait", mutates_args=())
+def _notify_wait(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
+    """The write-value + wait-value nodes: post the slot's token, wait until the CPU side answers."""
+    _plain_notify_wait(_executor(handle), slot)
+    return token.clone()
+
+
+@_notify_wait.register_fake
+def _(token, handle, slot):  # type: ignore[no-untyped-def]
+    return torch.empty_like(token)
+
+
+@torch.library.custom_op("graphsafe::cpu_moe_stage_out", mutates_args=())
+def _stage_out(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
+    """The H2D copy node: the slot's output buffer into a fresh output."""
+    ex = _executor(handle)
+    return ex.slot_tensor(_slot_by_index(ex, slot), "out").clone()
+
+
+@_stage_out.register_fake
+def _(token, handle, slot):  # type: ignore[no-untyped-def]
+    ex = _executor(handle)
+    s = _slot_by_index(ex, slot)
+    return torch.empty(s.tokens, ex.bank.hidden, dtype=ex.dtype)
+
+
+def _slot_by_index(ex: CpuMoeExecutor, index: int) -> _Slot:
+    for s in [*ex._slots.values(), *ex._probe_slots, ex._eager_slot]:
+        if s.index == index:
+            return s
+    raise ValueError(f"slot {index} not in executor {ex.handle}")
+
+
+# ------------------------------------------------------------------------------------ watchdog
+
+
+class Watchdog:
+    """Releases a wait the CPU side never answered, and keeps doing so until the waiter has drained.
+
+    A GPU wait-value that is never satisfied hangs the queue (PITFALLS "Stream memory operations"). After
+    `deadline_s` the watchdog writes the slot's done word every `period_s` until `drained()` is true: a
+    probe launch delayed past the deadline reaches its wait later, so one release at the deadline is not
+    enough (seed 000: "keep the timeout release alive until a delayed probe launch drains"). `max_s` bounds
+    the thread's life; `hung` says it gave up (then the device is reported, never silently reused).
+    """
+
+    def __init__(
+        self,
+        release: Callable[[], None],
+        drained: Callable[[], bool],
+        *,
+        deadline_s: float,
+        period_s: float = 0.001,
+        max_s: float = 120.0,
+    ) -> None:
+        self.release, self.drained = release, drained
+        self.deadline_s, self.period_s, self.max_s = deadline_s, period_s, max_s
+        self.releases = 0
+        self.hung = False
+        self.drained_at: float | None = None
+        self.exited_at: float | None = None
+        self.started_at = time.monotonic()
+        self._thread = threading.Thread(target=self._run, name="cpu-moe-watchdog", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        end_of_grace = self.started_at + self.deadline_s
+        while not self.drained():
+            now = time.monotonic()
+            if now - self.started_at > self.max_s:
+                self.hung = True
+                break
+            if now >= end_of_grace:
+                self.release()
+                self.releases += 1
+            time.sleep(self.period_s)
+        else:
+            self.drained_at = time.monotonic()
+        self.exited_at = time.monotonic()
+
+    def join(self, timeout: float | None = None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+# ------------------------------------------------------------------------------------ fail-closed probe
+
+
+def _next_probe_slot(ex: CpuMoeExecutor) -> _Slot | None:
+    return next((s for s in ex._probe_slots if not s.quarantined), None)
+
+
+def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 9000) -> ProbeResult:
+    """A real capture/instantiate/replay of the handshake on a known input pair, compared numerically.
+
+    Capture with input A, copy B into the same buffers, replay under `deadline_s`, compare with the float64
+    reference of B. Any failure (capture error, missing graph nodes, deadline, wrong numbers) gives
+    ok=False with the reason; the slot it used is then quarantined (a late answer may still land in it).
+    The watchdog it starts on a deadline miss is kept in `ex.last_watchdog` for inspection.
+    """
+    start = time.monotonic()
+    slot = _next_probe_slot(ex)
+    if slot is None:
+        return ProbeResult(False, f"no probe slot left (all {PROBE_SLOTS} quarantined)")
+    if ex.mode == "eager":
+        return ProbeResult(False, "mode 'eager' has no capturable handshake", seconds=0.0)
+    runner = _GpuProbe(ex, slot) if ex.device.type == "cuda" else _CpuProbe(ex, slot)
+
+    def make(s: int) -> dict[str, torch.Tensor]:
+        return make_routing(
+            s, PROBE_TOKENS, ex.bank.num_experts, ex.top_k, ex.bank.hidden, ex.device, ex.dtype
+        )
+
+    a, b = make(seed), make(seed + 1)
+    try:
+        runner.capture(a)
+    except Exception as exc:  # any capture/instantiate failure: unsafe, and nothing half-built survives
+        runner.cleanup()
+        slot.quarantined = True
+        return ProbeResult(
+            False, f"capture failed: {type(exc).__name__}: {exc}", seconds=time.monotonic() - start
+        )
+    node_problem = runner.node_problem()
+    if node_problem:
+        runner.cleanup()
+        slot.quarantined = True
+        return ProbeResult(False, node_problem, seconds=time.monotonic() - start)
+    runner.launch(b)
+    finished = runner.wait(deadline_s)
+    if not finished:
+        ex.last_watchdog = Watchdog(lambda: ex._ex.release(slot.index), runner.drained, deadline_s=0.0)
+        ex._in_flight.append(runner)  # its graph and buffers must outlive the late launch
+        slot.quarantined = True
+        return ProbeResult(
+            False,
+            f"probe replay missed its {deadline_s:.3g} s deadline (watchdog releasing)",
+            seconds=time.monotonic() - start,
+        )
+    failure = runner.failure()
+    out = runner.output()
+    runner.cleanup()
+    if failure:
+        slot.quarantined = True
+        return ProbeResult(False, f"probe replay failed: {failure}", seconds=time.monotonic() - start)
+    ref = reference_moe(b["hidden"], b["expert_ids"], b["router_weights"], ex.bank).double().cpu()
+    got = out.double().cpu()
+    nonfinite = int((~torch.isfinite(got)).sum())
+    error = float((got - ref).abs().max() / ref.abs().max()) if not nonfinite else math.inf
+    threshold = THRESHOLDS[ex.bank.fmt]
+    if not error <= threshold:
+        slot.quarantined = True
+        return ProbeResult(
+            False,
+            f"probe replay wrong: error {error:.4g} > {threshold} ({nonfinite} non-finite)",
+            error=error,
+            seconds=time.monotonic() - start,
+        )
+    return ProbeResult(True, "handshake replays correctly", error=error, seconds=time.monotonic() - start)
+
+
+class _CpuProbe:
+    """The probe on the CPU backend: the harness's dispatcher-recorded graph, replayed on a thread that stands
+    for the GPU queue (its emulated wait has no useful timeout, as a GPU wait has none)."""
+
+    def __init__(self, ex: CpuMoeExecutor, slot: _Slot) -> None:
+        self.ex, self.slot = ex, slot
+        self.graph: Any = None
+        self.static: dict[str, torch.Tensor] = {}
+        self.thread: threading.Thread | None = None
+        self.error: BaseException | None = None
+
+    def _op(self) -> torch.Tensor:
+        if self.ex.faults.graph_api_unsupported and _cpu_capturing():
+            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
+        s = self.static
+        if self.ex.mode == "direct":
+            return torch.ops.graphsafe.cpu_moe(
+                s["hidden"], s["expert_ids"], s["router_weights"], self.ex.handle
+            )
+        return self.ex._emulated_handshake(
+            self.slot, s["hidden"], s["expert_ids"], s["router_weights"], recorded=self.ex.mode == "recorded"
+        )
+
+    def capture(self, a: dict[str, torch.Tensor]) -> None:
+        from harness.backends.cpu import CpuBackend
+
+        self.static = {k: v.clone() for k, v in a.items()}
+        self.graph = CpuBackend().capture(self._op, warmup=1)
+
+    def node_problem(self) -> str:
+        return ""  # the CPU recorder's node list names ops, not memops: the numerical check decides
+
+    def launch(self, b: dict[str, torch.Tensor]) -> None:
+        for k, v in b.items():
+            self.static[k].copy_(v)
+        if self.ex.faults.cpu_never_answers:
+            self.ex._ex.set_slot_ignored(self.slot.index, True)
+
+        def queue() -> None:
+            time.sleep(self.ex.faults.launch_delay_s)
+            try:
+                self.graph.replay()
+            except BaseException as exc:  # reported by failure()
+                self.error = exc
+
+        self.thread = threading.Thread(target=queue, name="cpu-moe-probe-queue", daemon=True)
+        self.thread.start()
+
+    def wait(self, deadline_s: float) -> bool:
+        assert self.thread is not None
+        self.thread.join(deadline_s)
+        return not self.thread.is_alive()
+
+    def drained(self) -> bool:
+        return self.thread is not None and not self.thread.is_alive()
+
+    def failure(self) -> str:
+        return f"{type(self.error).__name__}: {self.error}" if self.error else ""
+
+    def output(self) -> torch.Tensor:
+        return self.graph.outputs[0].clone()
+
+    def cleanup(self) -> None:
+        if self.graph is not None:
+            self.graph.release()
+        self.graph = None
+
+
+def consensus(ok: bool, group: Any = None) -> bool:
+    """All tensor-parallel ranks agree: MIN all-reduce of the probe result over a Gloo (CPU) group.
+
+    One failing rank disables capture on every rank; without an initialized process group this is `ok`.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return ok
+    flag = torch.tensor([1 if ok else 0], dtype=torch.int32)
+    dist.all_reduce(flag, op=dist.ReduceOp.MIN, group=group)
+    return bool(flag[0] == 1)
+
+
+def probe_and_enable(ex: CpuMoeExecutor, *, group: Any = None, deadline_s: float = 5.0) -> ProbeResult:
+    """Probe, agree across ranks, and enable graphs only when every rank's probe passed."""
+    result = probe_handshake(ex, deadline_s=deadline_s)
+    agreed = consensus(result.ok, group)
+    reason = result.reason if not result.ok else "another tensor-parallel rank's probe failed"
+    ex.enable_graphs(agreed, "" if agreed else reason)
+    return result
+
+
+# ------------------------------------------------------------------------------------ GPU handshake glue
+
+HS_MEMOP, HS_HOSTFN = 0, 1
+FLAG_EXPLICIT_NODES = 1  # splice explicit batch-memop nodes into the capture (always on under HIP)
+FLAG_INJECT_UNRECORDED = 2  # fault: memops on a non-capturing stream: they run at capture, never on replay
+
+
+def _gpu_forward(
+    ex: CpuMoeExecutor,
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    *,
+    force_capture: bool = False,
+) -> torch.Tensor:
+    stream = torch.cuda.current_stream(hidden.device)
+    capturing = torch.cuda.is_current_stream_capturing()
+    tokens = hidden.shape[0]
+    if ex.mode == "eager":
+        if capturing:
+            raise HandshakeNotCapturable(
+                "handshake mode 'eager' uses synchronizing copies and cannot be captured; use 'memop' or 'hostfn'"
+            )
+        return _gpu_eager(ex, hidden, ids, weights, stream)
+    if capturing:
+        ex._check_capture_allowed(force_capture)
+        slot = ex.slot_for(tokens)  # no graph slot for this size: a named error, never a shared slot
+    elif tokens in ex._slots:
+        slot = ex._slots[tokens]
+    else:
+        return _gpu_eager(ex, hidden, ids, weights, stream)
+    return _enqueue(ex, slot, hidden, ids, weights, stream)
+
+
+def _enqueue(
+    ex: CpuMoeExecutor,
+    slot: _Slot,
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    stream: Any,
+    *,
+    extra_flags: int = 0,
+) -> torch.Tensor:
+    out = torch.empty_like(hidden)
+    req, done = ex.signal_dev(slot)
+    lay = slot.layout
+    flags = extra_flags | (FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0)
+    if ex.faults.unrecorded_memop:
+        flags |= FLAG_INJECT_UNRECORDED
+    ex._hs.enqueue(
+        stream.cuda_stream,
+        HS_MEMOP if ex.mode == "memop" else HS_HOSTFN,
+        flags,
+        hidden.data_ptr(),
+        ids.data_ptr(),
+        weights.data_ptr(),
+        out.data_ptr(),
+        slot.host + lay["hidden"],
+        slot.host + lay["ids"],
+        slot.host + lay["weights"],
+        slot.host + lay["out"],
+        hidden.numel() * hidden.element_size(),
+        ids.numel() * 4,
+        weights.numel() * 4,
+        out.numel() * out.element_size(),
+        req,
+        done,
+        ex._mod.run_slot_fn(),
+        ex._ex.slot_handle(slot.index),
+    )
+    return out
+
+
+def _gpu_eager(
+    ex: CpuMoeExecutor, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, stream: Any
+) -> torch.Tensor:
+    """Plain synchronizing copies through the eager slot (not capturable; any T up to max(graph_sizes))."""
+    slot, hs, s = ex._eager_slot, ex._hs, stream.cuda_stream
+    tokens = hidden.shape[0]
+    if tokens > slot.tokens:
+        raise ValueError(
+            f"batch size {tokens} exceeds the eager slot's {slot.tokens} tokens (max of graph_sizes)"
+        )
+    lay = slot.layout
+    hs.copy(slot.host + lay["hidden"], hidden.data_ptr(), hidden.numel() * hidden.element_size(), s)
+    hs.copy(slot.host + lay["ids"], ids.data_ptr(), ids.numel() * 4, s)
+    hs.copy(slot.host + lay["weights"], weights.data_ptr(), weights.numel() * 4, s)
+    hs.sync(s)
+    ex._ex.forward(
+        slot.host + lay["hidden"],
+        _DTYPE_CODES[hidden.dtype],
+        slot.host + lay["ids"],
+        slot.host + lay["weights"],
+        slot.host + lay["out"],
+        tokens,
+        ex.top_k,
+    )
+    out = torch.empty_like(hidden)
+    hs.copy(out.data_ptr(), slot.host + lay["out"], out.numel() * out.element_size(), s)
+    hs.sync(s)
+    return out
+
+
+class _GpuProbe:
+    """The probe on a GPU: torch.cuda.CUDAGraph capture on a side stream, node kinds checked, replay timed by
+    an event under the deadline; a late launch is simulated with torch.cuda._sleep before the replay."""
+
+    # NOTE on the delay: torch.cuda._sleep spins for a number of GPU clock cycles; 2e9 cycles/s is the order
+    # of an H200's SM clock (1.98 GHz boost), enough to push the launch past a deadline of ~1 s.
+    CYCLES_PER_S = 2.0e9
+
+    def __init__(self, ex: CpuMoeExecutor, slot: _Slot) -> None:
+        self.ex, self.slot = ex, slot
+        self.graph: Any = None
+        self.static: dict[str, torch.Tensor] = {}
+        self.out: torch.Tensor | None = None
+        self.done_event: Any = None
+        self.error = ""
+
+    def _op(self) -> torch.Tensor:
+        s = self.static
+        return _enqueue(
+            self.ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], torch.cuda.current_stream()
+        )
+
+    def capture(self, a: dict[str, torch.Tensor]) -> None:
+        if self.ex.faults.graph_api_unsupported:
+            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
+        self.static = {k: v.clone() for k, v in a.items()}
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._op()  # warm-up: the handshake eagerly, as an engine's first step
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph(keep_graph=True)
+        with torch.cuda.graph(self.graph):
+            self.out = self._op()
+        self.kinds = dict(self.ex._hs.graph_node_kinds(self.graph.raw_cuda_graph()))
+        self.graph.instantiate()
+
+    def node_problem(self) -> str:
+        if self.ex.mode == "memop" and self.kinds.get("batch_mem_op", 0) < 3:
+            return f"captured graph lacks the handshake's memop nodes (node kinds {self.kinds})"
+        if self.ex.mode == "hostfn" and self.kinds.get("host", 0) < 1:
+            return f"captured graph lacks the handshake's host-function node (node kinds {self.kinds})"
+        return ""
+
+    def launch(self, b: dict[str, torch.Tensor]) -> None:
+        for k, v in b.items():
+            self.static[k].copy_(v)
+        torch.cuda.synchronize()
+        if self.ex.faults.cpu_never_answers:
+            self.ex._ex.set_slot_ignored(self.slot.index, True)
+        if self.ex.faults.launch_delay_s:
+            torch.cuda._sleep(int(self.ex.faults.launch_delay_s * self.CYCLES_PER_S))
+        self.graph.replay()
+        self.done_event = torch.cuda.Event()
+        self.done_event.record()
+
+    def wait(self, deadline_s: float) -> bool:
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            if self.done_event.query():
+                return True
+            time.sleep(0.0005)
+        return bool(self.done_event.query())
+
+    def drained(self) -> bool:
+        return bool(self.done_event is not None and self.done_event.query())
+
+    def failure(self) -> str:
+        return self.error
+
+    def output(self) -> torch.Tensor:
+        assert self.out is not None
+        return self.out.clone()
+
+    def cleanup(self) -> None:
+        if self.graph is not None:
+            torch.cuda.synchronize()
+            self.graph.reset()
+        self.graph = None
