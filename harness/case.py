@@ -25,6 +25,7 @@ import torch
 from harness.errors import CaseError
 from harness.verdicts import SEVERITY, VERDICTS
 
+USER_MODULE_PREFIX = "graphsafe_user_cases_"
 InputFactory = Callable[[int, torch.device], Mapping[str, torch.Tensor]]
 
 
@@ -134,6 +135,8 @@ def _default_family(fn: Callable[..., Any]) -> str:
     while isinstance(fn, functools.partial):
         fn = fn.func
     module = getattr(inspect.unwrap(fn), "__module__", None) or "user"
+    if module.startswith(USER_MODULE_PREFIX):
+        return module[len(USER_MODULE_PREFIX) :].rsplit("_", 1)[0]  # the file's stem, without the path digest
     return module.rsplit(".", 1)[-1]
 
 
@@ -220,7 +223,7 @@ def _import_file(path: Path) -> str:
         raise CaseFileError(f"case file {str(path)!r} does not exist")
     # A stable synthetic name per file: the same file loaded twice is one module, two files never collide.
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    module_name = f"graphsafe_user_cases_{path.stem.replace('-', '_')}_{digest}"
+    module_name = f"{USER_MODULE_PREFIX}{path.stem.replace('-', '_')}_{digest}"
     if module_name in sys.modules:
         return module_name
     spec = importlib.util.spec_from_file_location(module_name, path)

@@ -1,0 +1,204 @@
+"""The CLI contract: exit codes, report files and columns, user case files outside the repo, isolation.
+
+Each test runs `python -m harness` in a subprocess, as a user would.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REQUIRED_COLUMNS = {
+    "case",
+    "backend",
+    "replay",
+    "eager_error",
+    "graph_error",
+    "threshold",
+    "verdict",
+    "expected",
+    "seed",
+}
+
+
+def harness(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=cwd or REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+USER_CASES = textwrap.dedent(
+    """
+    import torch
+    from harness import Case, register
+
+    def make(seed, device):
+        g = torch.Generator().manual_seed(seed)
+        return {"x": torch.randn(32, generator=g).to(device)}
+
+    _cache = {}
+
+    def cached_norm(x):
+        # A per-tensor cache: right for every fresh tensor (eager), frozen for the graph's static buffer.
+        if id(x) not in _cache or _cache[id(x)][0] is not x:
+            _cache[id(x)] = (x, x.norm())
+        return x / _cache[id(x)][1]
+
+    register(Case(name="user_ok", make_inputs=make, op=lambda x: x / x.norm(), reference=lambda x: x / x.norm()))
+    register(Case(name="user_stale", make_inputs=make, op=cached_norm, reference=lambda x: x / x.norm(),
+                  expect="stale_replay"))
+    """
+)
+
+
+def _rows(run_dir: Path) -> list[dict[str, str]]:
+    with (run_dir / "results.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_user_case_file_outside_repo_gets_right_verdicts(tmp_path: Path) -> None:
+    case_file = tmp_path / "my_cases.py"
+    case_file.write_text(USER_CASES)
+    out = tmp_path / "run"
+    proc = harness(
+        "verify", "--backend", "cpu", "--case", str(case_file), "--report-dir", str(out), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    assert set(rows[0]) >= REQUIRED_COLUMNS
+    verdicts = {r["case"]: r["verdict"] for r in rows}
+    assert verdicts == {"user_ok": "pass", "user_stale": "stale_replay"}
+    for name in ("results.csv", "summary.md", "junit.xml"):
+        assert (out / name).is_file()
+
+
+def test_exit_one_when_a_verdict_differs_from_expectation(tmp_path: Path) -> None:
+    case_file = tmp_path / "wrong_expect.py"
+    case_file.write_text(USER_CASES.replace('expect="stale_replay"', 'expect="pass"'))
+    proc = harness(
+        "verify", "--backend", "cpu", "--case", str(case_file), "--report-dir", str(tmp_path / "r")
+    )
+    assert proc.returncode == 1
+    junit = (tmp_path / "r" / "junit.xml").read_text()
+    assert "verdict stale_replay, expected pass" in junit
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ("raise ImportError('no module named foo')", "no module named foo"),
+        (
+            "from harness import Case, register\nregister(Case(name='b', make_inputs=lambda s, d: {}, op=len, expect='ok'))",
+            "field 'expect'",
+        ),
+        ("x = 1", "registered no cases"),
+    ],
+    ids=["import_error", "unknown_verdict", "no_cases"],
+)
+def test_unloadable_case_file_exits_two_with_reason(tmp_path: Path, body: str, fragment: str) -> None:
+    case_file = tmp_path / "bad.py"
+    case_file.write_text(body)
+    proc = harness(
+        "verify", "--backend", "cpu", "--case", str(case_file), "--report-dir", str(tmp_path / "r")
+    )
+    assert proc.returncode == 2
+    assert fragment in proc.stderr
+
+
+def test_missing_case_file_and_bad_arguments_exit_two(tmp_path: Path) -> None:
+    assert harness("verify", "--case", str(tmp_path / "nope.py")).returncode == 2
+    assert harness("verify", "--replays", "0").returncode == 2
+    assert harness("verify", "--backend", "tpu").returncode == 2
+
+
+def test_non_tensor_inputs_exit_two_naming_case_and_field(tmp_path: Path) -> None:
+    case_file = tmp_path / "nontensor.py"
+    case_file.write_text(
+        "from harness import Case, register\n"
+        "register(Case(name='nt', make_inputs=lambda seed, device: {'n': 3}, op=lambda n: n))\n"
+    )
+    proc = harness(
+        "verify", "--backend", "cpu", "--case", str(case_file), "--report-dir", str(tmp_path / "r")
+    )
+    assert proc.returncode == 2
+    assert "case 'nt'" in proc.stderr and "make_inputs" in proc.stderr and "not a Tensor" in proc.stderr
+
+
+ISOLATION_CASES = textwrap.dedent(
+    """
+    import os, time
+    import torch
+    from harness import Case, register
+
+    def make(seed, device):
+        return {"x": torch.randn(4, generator=torch.Generator().manual_seed(seed))}
+
+    def aborts(x):
+        os.abort()  # the process dies like it would on an illegal memory access
+
+    def hangs(x):
+        time.sleep(3600)
+        return x
+
+    register(Case(name="iso_before", make_inputs=make, op=lambda x: x + 1))
+    register(Case(name="iso_crash", make_inputs=make, op=aborts, expect="crash"))
+    register(Case(name="iso_hang", make_inputs=make, op=hangs, expect="timeout", deadline=3))
+    register(Case(name="iso_after", make_inputs=make, op=lambda x: x * 2))
+    """
+)
+
+
+def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Path) -> None:
+    """Negative controls for isolation: an aborting op gets `crash`, a hanging one `timeout`; the run goes on."""
+    case_file = tmp_path / "iso.py"
+    case_file.write_text(ISOLATION_CASES)
+    out = tmp_path / "r"
+    proc = harness("verify", "--backend", "cpu", "--case", str(case_file), "--report-dir", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = _rows(out)
+    verdicts = {r["case"]: r["verdict"] for r in rows}
+    assert verdicts == {
+        "iso_before": "pass",
+        "iso_crash": "crash",
+        "iso_hang": "timeout",
+        "iso_after": "pass",
+    }
+    assert sum(r["case"] == "iso_before" for r in rows) == 6  # 2 patterns x 3 replays, none lost
+    assert sum(r["case"] == "iso_after" for r in rows) == 6
+
+
+def test_list_and_filter() -> None:
+    proc = harness("list", "-k", "control_")
+    assert (
+        proc.returncode == 0 and "control_item_in_routing" in proc.stdout and "fixed_log" not in proc.stdout
+    )
+    assert harness("verify", "-k", "no_such_case_anywhere").returncode == 2
+
+
+def test_repro_prints_the_replay_table(tmp_path: Path) -> None:
+    proc = harness(
+        "repro",
+        "control_python_cached_value",
+        "--backend",
+        "cpu",
+        "--seed",
+        "5",
+        "--report-dir",
+        str(tmp_path / "r"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "eager error" in proc.stdout and "graph error" in proc.stdout and "stale_replay" in proc.stdout
+    assert {r["seed_a"] for r in _rows(tmp_path / "r")} == {"5"}
