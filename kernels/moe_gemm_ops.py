@@ -81,7 +81,9 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
     if fmt not in FORMAT_CODES:
         raise ValueError(f"moe_gemm: fmt must be one of {FORMATS}, got {fmt!r}")
     if x.dtype != torch.bfloat16 or x.dim() != 2:
-        raise ValueError(f"moe_gemm: x must be a 2-D torch.bfloat16 tensor [R, K], got {x.dtype} {tuple(x.shape)}")
+        raise ValueError(
+            f"moe_gemm: x must be a 2-D torch.bfloat16 tensor [R, K], got {x.dtype} {tuple(x.shape)}"
+        )
     if x.shape[1] > 0 and x.stride(1) != 1:
         raise ValueError(f"moe_gemm: x must be contiguous along K (stride(1) == 1), got strides {x.stride()}")
     r, k = x.shape
@@ -98,12 +100,18 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
     if fmt != "bf16":
         if w_scale is None or w_scale.dtype != SCALE_DTYPES[fmt] or w_scale.dim() != 3:
             got = None if w_scale is None else f"{w_scale.dtype} {tuple(w_scale.shape)}"
-            raise ValueError(f"moe_gemm: w_scale for fmt {fmt!r} must be a 3-D {SCALE_DTYPES[fmt]} tensor, got {got}")
+            raise ValueError(
+                f"moe_gemm: w_scale for fmt {fmt!r} must be a 3-D {SCALE_DTYPES[fmt]} tensor, got {got}"
+            )
         kb, nb = SCALE_K_BLOCK[fmt], SCALE_N_BLOCK.get(fmt, 1)
         want = (e, -(-k // kb) if kb else 1, -(-n // nb))
         if tuple(w_scale.shape) != want:
-            raise ValueError(f"moe_gemm: w_scale for fmt {fmt!r} must have shape {want}, got {tuple(w_scale.shape)}")
-    if fmt == "nvfp4" and (w_global is None or w_global.dtype != torch.float32 or tuple(w_global.shape) != (e,)):
+            raise ValueError(
+                f"moe_gemm: w_scale for fmt {fmt!r} must have shape {want}, got {tuple(w_scale.shape)}"
+            )
+    if fmt == "nvfp4" and (
+        w_global is None or w_global.dtype != torch.float32 or tuple(w_global.shape) != (e,)
+    ):
         got = None if w_global is None else f"{w_global.dtype} {tuple(w_global.shape)}"
         raise ValueError(f"moe_gemm: w_global for nvfp4 must be a torch.float32 tensor [{e}], got {got}")
     if block_map.dtype != torch.int32 or block_map.dim() != 2 or block_map.shape[1] != 3:
@@ -180,7 +188,9 @@ def kn_views(q: QuantizedWeight) -> tuple[Tensor, Tensor | None, Tensor | None]:
     return q.data.transpose(-1, -2), scale, q.global_scale
 
 
-def moe_gemm(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int, zero_unwritten: bool = True) -> Tensor:
+def moe_gemm(
+    x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int, zero_unwritten: bool = True
+) -> Tensor:
     """Convenience wrapper: y[R, N] = x @ W[e] per slot, W stored [E, N, K] as `q`."""
     w, s, g = kn_views(q)
     return torch.ops.graphsafe.moe_gemm(x, w, s, g, block_map, q.fmt, block_m, zero_unwritten)

@@ -81,44 +81,68 @@ GS_HD inline float gs_f16(uint32_t h) {
   return gs_bits_f32(s | ((e + 112u) << 23) | (m << 13));
 }
 
-// Storage bytes of one 32-element chunk along K, and storage elements along K per chunk.
-GS_HD inline int gs_chunk_bytes(int fmt) {
-  return fmt == GS_MOE_BF16 ? 64 : (fmt == GS_MOE_MXFP4 || fmt == GS_MOE_NVFP4 || fmt == GS_MOE_Q4_0) ? 16 : 32;
-}
-GS_HD inline int gs_chunk_elems(int fmt) { return fmt == GS_MOE_BF16 ? 32 : gs_chunk_bytes(fmt); }
 GS_HD inline int gs_elem_bytes(int fmt) { return fmt == GS_MOE_BF16 ? 2 : 1; }
 
-// Decode the 32 weights of one chunk from its little-endian words.
-GS_HD inline void gs_decode_chunk(int fmt, const uint32_t* words, float* w) {
+// Decode the 32 weights of one chunk from its little-endian words. FMT is a template parameter so the
+// device kernel resolves every index at compile time and keeps words/w in registers (a runtime switch
+// put them on a 768-byte stack frame under ptxas).
+template <int FMT>
+GS_HD inline void gs_decode_chunk_t(const uint32_t* words, float* w) {
+#pragma unroll
   for (int j = 0; j < kChunk; ++j) {
-    uint32_t byte4 = (words[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-    switch (fmt) {
-      case GS_MOE_BF16: w[j] = gs_bf16_to_float(static_cast<uint16_t>(words[j >> 1] >> (16 * (j & 1)))); break;
-      case GS_MOE_MXFP8:
-      case GS_MOE_BLOCK_FP8: w[j] = gs_e4m3fn(byte4); break;
-      case GS_MOE_FP8_FNUZ: w[j] = gs_e4m3fnuz(byte4); break;
-      case GS_MOE_Q4_0: {  // ggml: byte i holds element i (low nibble) and i + 16 (high nibble)
-        uint32_t b = (words[(j & 15) >> 2] >> (8 * (j & 3))) & 0xFFu;
-        w[j] = static_cast<float>(static_cast<int>((j < 16) ? (b & 15u) : (b >> 4)) - 8);
-        break;
-      }
-      default: {  // mxfp4 / nvfp4: element 2i low nibble, 2i + 1 high nibble
-        uint32_t b = (words[j >> 3] >> (8 * ((j >> 1) & 3))) & 0xFFu;
-        w[j] = gs_e2m1((j & 1) ? (b >> 4) : (b & 15u));
-      }
+    const uint32_t byte4 = (words[j >> 2] >> (8 * (j & 3))) & 0xFFu;
+    if (FMT == GS_MOE_BF16) {
+      w[j] = gs_bf16_to_float(static_cast<uint16_t>(words[j >> 1] >> (16 * (j & 1))));
+    } else if (FMT == GS_MOE_MXFP8 || FMT == GS_MOE_BLOCK_FP8) {
+      w[j] = gs_e4m3fn(byte4);
+    } else if (FMT == GS_MOE_FP8_FNUZ) {
+      w[j] = gs_e4m3fnuz(byte4);
+    } else if (FMT == GS_MOE_Q4_0) {  // ggml: byte i holds element i (low nibble) and i + 16 (high nibble)
+      const uint32_t b = (words[(j & 15) >> 2] >> (8 * (j & 3))) & 0xFFu;
+      w[j] = static_cast<float>(static_cast<int>((j < 16) ? (b & 15u) : (b >> 4)) - 8);
+    } else {  // mxfp4 / nvfp4: element 2i low nibble, 2i + 1 high nibble
+      const uint32_t b = (words[j >> 3] >> (8 * ((j >> 1) & 3))) & 0xFFu;
+      w[j] = gs_e2m1((j & 1) ? (b >> 4) : (b & 15u));
     }
   }
 }
 
 // acc += chunk . x with the sub-chunk scales (s1 only for nvfp4's second 16).
-GS_HD inline float gs_chunk_dot(int fmt, const float* w, const float* x, float s0, float s1, float acc) {
-  const int sub = fmt == GS_MOE_NVFP4 ? 16 : 32;
+template <int FMT>
+GS_HD inline float gs_chunk_dot_t(const float* w, const float* x, float s0, float s1, float acc) {
+  constexpr int sub = FMT == GS_MOE_NVFP4 ? 16 : 32;
+#pragma unroll
   for (int base = 0; base < kChunk; base += sub) {
     float cp = 0.0f;
+#pragma unroll
     for (int j = base; j < base + sub; ++j) cp = fmaf(x[j], w[j], cp);
     acc = fmaf(cp, base == 0 ? s0 : s1, acc);
   }
   return acc;
+}
+
+// Runtime-format wrappers (the CPU twin).
+#define GS_MOE_DISPATCH(fmt, CALL)                          \
+  switch (fmt) {                                            \
+    case GS_MOE_BF16: CALL(GS_MOE_BF16); break;             \
+    case GS_MOE_MXFP8: CALL(GS_MOE_MXFP8); break;           \
+    case GS_MOE_FP8_FNUZ: CALL(GS_MOE_FP8_FNUZ); break;     \
+    case GS_MOE_BLOCK_FP8: CALL(GS_MOE_BLOCK_FP8); break;   \
+    case GS_MOE_MXFP4: CALL(GS_MOE_MXFP4); break;           \
+    case GS_MOE_NVFP4: CALL(GS_MOE_NVFP4); break;           \
+    default: CALL(GS_MOE_Q4_0); break;                      \
+  }
+inline void gs_decode_chunk(int fmt, const uint32_t* words, float* w) {
+#define GS_DECODE_CALL(F) gs_decode_chunk_t<F>(words, w)
+  GS_MOE_DISPATCH(fmt, GS_DECODE_CALL)
+#undef GS_DECODE_CALL
+}
+inline float gs_chunk_dot(int fmt, const float* w, const float* x, float s0, float s1, float acc) {
+  float r = 0.0f;
+#define GS_DOT_CALL(F) r = gs_chunk_dot_t<F>(w, x, s0, s1, acc)
+  GS_MOE_DISPATCH(fmt, GS_DOT_CALL)
+#undef GS_DOT_CALL
+  return r;
 }
 
 // Tree combination of the 32 lane sums (in place; result in p[0]).
@@ -163,20 +187,29 @@ GS_HD inline float gs_post_scale(const GsMoeArgs& a, int64_t e, int64_t n) {
   return reinterpret_cast<const float*>(a.s)[e * a.s_se + n * a.s_sn];
 }
 
-// Element-wise (strided) load of one chunk's storage into little-endian words.
-GS_HD inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, int64_t n, uint32_t* words) {
-  const int ce = gs_chunk_elems(a.fmt);
+// Element-wise (strided) load of one chunk's storage into little-endian words (fully unrolled per FMT so
+// the words stay in registers on the device).
+template <int FMT>
+GS_HD inline void gs_load_chunk_strided_t(const GsMoeArgs& a, int64_t e, int64_t chunk, int64_t n, uint32_t* words) {
+  constexpr int ce = FMT == GS_MOE_BF16 ? 32 : (FMT == GS_MOE_MXFP4 || FMT == GS_MOE_NVFP4 || FMT == GS_MOE_Q4_0) ? 16 : 32;
+#pragma unroll
   for (int i = 0; i < 16; ++i) words[i] = 0;
+#pragma unroll
   for (int i = 0; i < ce; ++i) {
-    int64_t off = e * a.w_se + (chunk * ce + i) * a.w_sk + n * a.w_sn;
-    if (a.fmt == GS_MOE_BF16) {
-      uint32_t v = reinterpret_cast<const uint16_t*>(a.w)[off];
+    const int64_t off = e * a.w_se + (chunk * ce + i) * a.w_sk + n * a.w_sn;
+    if (FMT == GS_MOE_BF16) {
+      const uint32_t v = reinterpret_cast<const uint16_t*>(a.w)[off];
       words[i >> 1] |= v << (16 * (i & 1));
     } else {
-      uint32_t v = a.w[off];
+      const uint32_t v = a.w[off];
       words[i >> 2] |= v << (8 * (i & 3));
     }
   }
+}
+inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, int64_t n, uint32_t* words) {
+#define GS_LOAD_CALL(F) gs_load_chunk_strided_t<F>(a, e, chunk, n, words)
+  GS_MOE_DISPATCH(a.fmt, GS_LOAD_CALL)
+#undef GS_LOAD_CALL
 }
 
 #ifndef GS_BACKEND_HOST
@@ -190,15 +223,17 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
   const uint16_t* p = a.x + row * a.x_sr + chunk * kChunk;
   if (a.vec_x) {
     uint4 v[4];
+#pragma unroll
     for (int i = 0; i < 4; ++i) v[i] = reinterpret_cast<const uint4*>(p)[i];
     const uint32_t* u = reinterpret_cast<const uint32_t*>(v);
+#pragma unroll
     for (int j = 0; j < kChunk; ++j) xf[j] = gs_bf16_to_float(static_cast<uint16_t>(u[j >> 1] >> (16 * (j & 1))));
   } else {
     for (int j = 0; j < kChunk; ++j) xf[j] = gs_bf16_to_float(p[j]);
   }
 }
 
-template <int MR>
+template <int FMT, int MR>
 __global__ void __launch_bounds__(kThreads) gs_moe_gemm_kernel(GsMoeArgs a) {
   __shared__ float red[kColGroups][MR][kLanes];
   const int64_t slot = blockIdx.y;
@@ -208,44 +243,52 @@ __global__ void __launch_bounds__(kThreads) gs_moe_gemm_kernel(GsMoeArgs a) {
   const int lane = threadIdx.x % kLanes, cg = threadIdx.x / kLanes;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN + cg * kNC;
   const int64_t nchunks = a.K / kChunk;
-  const int cb = gs_chunk_bytes(a.fmt);
+  constexpr int cb = FMT == GS_MOE_BF16 ? 64 : (FMT == GS_MOE_MXFP4 || FMT == GS_MOE_NVFP4 || FMT == GS_MOE_Q4_0) ? 16 : 32;
+  constexpr int ce = FMT == GS_MOE_BF16 ? 32 : cb;  // storage elements along K per chunk
+  constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
 
   for (int64_t rg = 0; rg < rows; rg += MR) {
     const int mr = static_cast<int>(rows - rg < MR ? rows - rg : MR);
     float acc[kNC][MR];
+#pragma unroll
     for (int c = 0; c < kNC; ++c)
+#pragma unroll
       for (int m = 0; m < MR; ++m) acc[c][m] = 0.0f;
     for (int64_t chunk = lane; chunk < nchunks; chunk += kLanes) {
       uint32_t words[kNC][16];
       // Issue every column's loads before any math: kNC independent 16-byte load streams per lane.
+#pragma unroll
       for (int c = 0; c < kNC; ++c) {
-        const int64_t n = n0 + c;
-        if (n >= a.N) continue;
+        const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;  // clamp: a duplicate read, never stored
         if (a.vec_w) {
-          const uint8_t* p = a.w + (expert * a.w_se + chunk * gs_chunk_elems(a.fmt) + n * a.w_sn) * gs_elem_bytes(a.fmt);
-          for (int i = 0; i < 4; ++i)
-            if (i * 16 < cb) reinterpret_cast<uint4*>(words[c])[i] = reinterpret_cast<const uint4*>(p)[i];
+          const uint8_t* p = a.w + (expert * a.w_se + chunk * ce + n * a.w_sn) * eb;
+#pragma unroll
+          for (int i = 0; i < cb / 16; ++i) reinterpret_cast<uint4*>(words[c])[i] = reinterpret_cast<const uint4*>(p)[i];
         } else {
-          gs_load_chunk_strided(a, expert, chunk, n, words[c]);
+          gs_load_chunk_strided_t<FMT>(a, expert, chunk, n, words[c]);
         }
       }
+#pragma unroll
       for (int c = 0; c < kNC; ++c) {
-        const int64_t n = n0 + c;
-        if (n >= a.N) continue;
+        const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;
         float w[kChunk];
-        gs_decode_chunk(a.fmt, words[c], w);
+        gs_decode_chunk_t<FMT>(words[c], w);
         const float s0 = gs_k_scale(a, expert, chunk * kChunk, n);
-        const float s1 = a.fmt == GS_MOE_NVFP4 ? gs_k_scale(a, expert, chunk * kChunk + 16, n) : 0.0f;
+        const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale(a, expert, chunk * kChunk + 16, n) : 0.0f;
+#pragma unroll
         for (int m = 0; m < MR; ++m) {
-          if (m >= mr) break;
-          float xf[kChunk];
-          gs_load_x_chunk(a, row0 + rg + m, chunk, xf);
-          acc[c][m] = gs_chunk_dot(a.fmt, w, xf, s0, s1, acc[c][m]);
+          if (m < mr) {
+            float xf[kChunk];
+            gs_load_x_chunk(a, row0 + rg + m, chunk, xf);
+            acc[c][m] = gs_chunk_dot_t<FMT>(w, xf, s0, s1, acc[c][m]);
+          }
         }
       }
     }
     // Combine the 32 lanes per (column, row) in shared memory with the tree of gs_lane_tree.
+#pragma unroll
     for (int c = 0; c < kNC; ++c) {
+#pragma unroll
       for (int m = 0; m < MR; ++m) red[cg][m][lane] = acc[c][m];
       __syncthreads();
       for (int s = kLanes / 2; s >= 1; s >>= 1) {
@@ -288,12 +331,15 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   if (a.S == 0 || a.N == 0) return hipGetLastError();
   dim3 grid(static_cast<unsigned>((a.N + kTileN - 1) / kTileN), static_cast<unsigned>(a.S));
   // Rows per register tile: decode slots (1..16 rows) never loop; larger block_m loops over row groups.
-  if (block_m <= 1)
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<1>), grid, dim3(kThreads), 0, stream, a);
-  else if (block_m <= 4)
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<4>), grid, dim3(kThreads), 0, stream, a);
-  else
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<16>), grid, dim3(kThreads), 0, stream, a);
+#define GS_LAUNCH(F)                                                                      \
+  if (block_m <= 1)                                                                       \
+    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 1>), grid, dim3(kThreads), 0, stream, a);   \
+  else if (block_m <= 4)                                                                  \
+    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 4>), grid, dim3(kThreads), 0, stream, a);   \
+  else                                                                                    \
+    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 16>), grid, dim3(kThreads), 0, stream, a);
+  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
+#undef GS_LAUNCH
   return hipGetLastError();
 }
 #endif  // !GS_BACKEND_HOST

@@ -1,0 +1,184 @@
+"""Tests for graphsafe::moe_gemm (kernels/moe_gemm_ops.py): accuracy against the f32 oracle per format,
+bitwise NK/KN equality, -1 slots, the zero-fill of uncovered rows (with its negative control), and
+refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); GPU tests compare the
+device kernel with the CPU twin bit for bit."""
+
+import pytest
+import torch
+
+from kernels import moe_gemm_ops as mo
+from kernels import quant, routing
+
+# bf16 output: one round-to-nearest-even of an f32 sum, at most half an ulp = 2^-8 of the value; the
+# f32 accumulation order adds ~K * 2^-24 relative (K = 96: 6e-6).
+OUTPUT_ROUNDING_BOUND = 2.0**-8 + 1e-5
+
+
+def _problem(fmt, e=4, n=40, k=96, sizes=(3, 0, 7, 1), slack=5, block_m=4, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = quant.quantize_weight(torch.randn(e, n, k, generator=g), fmt)
+    rows = sum(sizes) + slack
+    bmap = routing.block_map_from_group_sizes(torch.tensor(sizes, dtype=torch.int32), rows, block_m)
+    x = torch.randn(rows, k, generator=g).to(torch.bfloat16)
+    return x, q, bmap
+
+
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+def test_matches_f32_oracle_within_one_bf16_rounding(fmt):
+    """Method: the oracle dequantizes with the kernels' decode and does an f32 matmul; the op differs by
+    accumulation order and one bf16 rounding only. A wrong scale index, nibble order or stride breaks it."""
+    x, q, bmap = _problem(fmt)
+    out = mo.moe_gemm(x, q, bmap, block_m=4)
+    ref = mo.moe_gemm_reference(x, q, bmap)
+    assert out.dtype == torch.bfloat16 and out.shape == ref.shape
+    assert torch.isfinite(out).all()
+    assert quant.max_rel_error(out.float(), ref) <= OUTPUT_ROUNDING_BOUND
+    assert quant.cosine(out.float(), ref) >= 0.99999
+
+
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+def test_nk_view_and_kn_copy_are_bitwise_identical(fmt):
+    """The [E,K,N] view of [E,N,K] storage (16-byte path) and a K-major->N-major copy (strided path) give
+    the same bits: the math order does not depend on the layout, so the copy is never needed."""
+    x, q, bmap = _problem(fmt, k=128, n=33)
+    w, s, g = mo.kn_views(q)
+    assert w.data_ptr() == q.data.data_ptr()  # a view, no copy
+    view_out = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, 4)
+    sc = s.contiguous() if s is not None else None
+    copy_out = torch.ops.graphsafe.moe_gemm(x, w.contiguous(), sc, g, bmap, fmt, 4)
+    assert torch.equal(view_out.view(torch.int16), copy_out.view(torch.int16))
+
+
+def test_uncovered_rows_are_zero_under_poisoned_allocation():
+    """Half-foreign expert map (aiter#5831): half the rows belong to no local expert. With NaN-filled
+    empty() the op must still return exact zeros there."""
+    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8)
+    with _nan_fill():
+        out = mo.moe_gemm(x, q, bmap, block_m=4)
+    assert torch.equal(out[8:], torch.zeros_like(out[8:]))
+    assert torch.isfinite(out).all()
+
+
+def test_negative_control_without_zero_fill_leaves_nan_rows():
+    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8)
+    with _nan_fill():
+        out = mo.moe_gemm(x, q, bmap, block_m=4, zero_unwritten=False)
+    assert torch.isnan(out[8:]).all()  # 100% NaN rows, as the seed saw before its fix
+    assert torch.isfinite(out[:8]).all()
+
+
+def test_minus_one_slots_return_at_once_and_their_rows_are_zeroed():
+    x, q, _ = _problem("bf16", sizes=(8,), slack=0, e=1)
+    bmap = torch.tensor([[0, 4, 4], [-1, 0, 4], [-1, 0, 0]], dtype=torch.int32)  # rows 0..3: slot is -1
+    out = mo.moe_gemm(x, q, bmap, block_m=4)
+    assert torch.equal(out[:4], torch.zeros_like(out[:4]))
+    ref = mo.moe_gemm_reference(x, q, bmap)
+    assert quant.max_rel_error(out[4:].float(), ref[4:]) <= OUTPUT_ROUNDING_BOUND
+
+
+def test_ragged_groups_with_zero_token_experts_and_block_m_16():
+    sizes = (0, 7, 64, 1, 100, 0, 84, 0)  # the seed's ragged sizes
+    x, q, bmap = _problem("mxfp4", e=8, n=16, k=32, sizes=sizes, slack=3, block_m=16)
+    out = mo.moe_gemm(x, q, bmap, block_m=16)
+    ref = mo.moe_gemm_reference(x, q, bmap)
+    assert quant.max_rel_error(out.float(), ref) <= OUTPUT_ROUNDING_BOUND
+
+
+def test_nan_weight_scale_propagates():
+    """NaN is never a wildcard: an E8M0 NaN scale (0xFF, the poison byte) must reach the output."""
+    x, q, bmap = _problem("mxfp8", sizes=(4,), e=1, slack=0)
+    q.scale[0, 5, 1] = 255
+    out = mo.moe_gemm(x, q, bmap, block_m=4)
+    assert torch.isnan(out[:, 5]).all()
+    assert torch.isfinite(out[:, :5]).all()
+
+
+def test_opcheck_on_cpu():
+    x, q, bmap = _problem("nvfp4", sizes=(2, 3), e=2, slack=1, n=8, k=32)
+    w, s, g = mo.kn_views(q)
+    # test_schema is left out: it perturbs inputs with mul, which torch has no Float8_e4m3fn CPU kernel for
+    utils = ("test_faketensor", "test_autograd_registration")
+    torch.library.opcheck(mo.moe_gemm_op, (x, w, s, g, bmap, "nvfp4", 4), test_utils=utils)
+
+
+def _refusal_cases():
+    x, q, bmap = _problem("mxfp8", sizes=(2,), e=1, slack=0, n=8, k=64)
+    w, s, _ = mo.kn_views(q)
+    op = torch.ops.graphsafe.moe_gemm
+    return [
+        (lambda: op(x, w, s, None, bmap, "int3", 4), "fmt must be one of"),
+        (lambda: op(x.half(), w, s, None, bmap, "mxfp8", 4), "x must be a 2-D torch.bfloat16"),
+        (lambda: op(x[:, :48], w, s, None, bmap, "mxfp8", 4), "multiple of 32"),
+        (lambda: op(x, w.view(torch.uint8), s, None, bmap, "mxfp8", 4), "w for fmt 'mxfp8' must be"),
+        (lambda: op(x, w, None, None, bmap, "mxfp8", 4), "w_scale for fmt 'mxfp8' must be"),
+        (lambda: op(x, w, s[:, :1], None, bmap, "mxfp8", 4), "must have shape"),
+        (lambda: op(x, w, s, None, bmap.long(), "mxfp8", 4), "block_map must be torch.int32"),
+    ]
+
+
+@pytest.mark.parametrize("index", range(7))
+def test_bad_input_is_refused_by_name(index):
+    call, match = _refusal_cases()[index]
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_cpp_entry_refuses_unknown_format_code():
+    with pytest.raises(ValueError, match="allowed: 0 bf16"):
+        mo.cpu_module().moe_gemm(9, 0, 0, 0, 32, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0)
+
+
+class _nan_fill:
+    """torch.utils.deterministic.fill_uninitialized_memory: empty() results come back NaN."""
+
+    def __enter__(self):
+        self.prev = (
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
+        self.prev_fill = torch.utils.deterministic.fill_uninitialized_memory
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.utils.deterministic.fill_uninitialized_memory = True
+
+    def __exit__(self, *exc):
+        torch.utils.deterministic.fill_uninitialized_memory = self.prev_fill
+        torch.use_deterministic_algorithms(self.prev[0], warn_only=self.prev[1])
+
+
+# ------------------------------------------------------------------------------------------ GPU
+
+
+def _to(q, device):
+    def mv(t):
+        return None if t is None else t.to(device)
+
+    return quant.QuantizedWeight(q.fmt, mv(q.data), mv(q.scale), mv(q.global_scale), q.k)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
+@pytest.mark.parametrize("fmt", quant.FORMATS)
+@pytest.mark.parametrize(("block_m", "sizes"), [(1, (1, 0, 1, 1)), (4, (3, 0, 7, 1)), (16, (0, 7, 64, 1))])
+def test_gpu_matches_cpu_bitwise(fmt, block_m, sizes):
+    """Same math, same order: the device kernel (16-byte path and strided path) equals the CPU twin."""
+    x, q, bmap = _problem(fmt, e=4, n=70, k=256, sizes=sizes, slack=6, block_m=block_m)
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m)
+    qd = _to(q, "cuda")
+    gpu_view = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).cpu()
+    w, s, g = mo.kn_views(qd)
+    sc = s.contiguous() if s is not None else None
+    gpu_copy = torch.ops.graphsafe.moe_gemm(x.cuda(), w.contiguous(), sc, g, bmap.cuda(), fmt, block_m).cpu()
+    assert torch.equal(cpu.view(torch.int16), gpu_view.view(torch.int16))
+    assert torch.equal(cpu.view(torch.int16), gpu_copy.view(torch.int16))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
+def test_gpu_zero_fill_and_its_negative_control():
+    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8)
+    args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
+    with _nan_fill():
+        good = mo.moe_gemm(*args, block_m=4)
+        bad = mo.moe_gemm(*args, block_m=4, zero_unwritten=False)
+    assert torch.equal(good[8:].cpu(), torch.zeros(8, 40, dtype=torch.bfloat16))
+    assert torch.isnan(bad[8:]).all()
