@@ -85,17 +85,36 @@ std::map<std::string, int> node_kinds(uintptr_t graph_handle) {
   return kinds;
 }
 
+// NOTE on allocating during capture: slots and cells are created on first use, which may be inside a capture
+// (one slot per captured graph). In the default "global" capture mode hipMalloc/hipHostMalloc are prohibited
+// as potentially unsafe; torch's own allocator switches the thread to relaxed mode around its cudaMalloc
+// during capture (CUDACachingAllocator cudaMallocMaybeCapturing) and so does this guard. No memset or memcpy
+// runs here: the flag lives in mapped host memory and is initialized by a CPU store.
+struct RelaxedCaptureGuard {
+#if defined(GS_BACKEND_CUDA)
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  RelaxedCaptureGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCaptureGuard() { (void)cudaThreadExchangeStreamCaptureMode(&mode); }
+#else
+  hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
+  RelaxedCaptureGuard() { (void)hipThreadExchangeStreamCaptureMode(&mode); }
+  ~RelaxedCaptureGuard() { (void)hipThreadExchangeStreamCaptureMode(&mode); }
+#endif
+};
+
 // ---------------------------------------------------------------------------------------------- slots
 struct Slot {
   size_t n = 0;
   float* host_in = nullptr;   // pinned, mapped: written by D2H copies, read by host functions
   float* host_out = nullptr;  // pinned, mapped: written by host functions, read by H2D copies
-  int* dev_flag = nullptr;    // device memory: the memop handshake word
+  int* host_flag = nullptr;   // pinned, mapped: the memop handshake word (CPU view)
+  int* dev_flag = nullptr;    // device view of host_flag (mapped host memory, as HIP's memop docs ask)
   std::atomic<long long> host_calls{0};
 };
 
 uintptr_t slot_create(size_t n) {
   if (n == 0) throw std::invalid_argument("slot_create: n must be > 0");
+  RelaxedCaptureGuard relaxed;
   Slot* slot = new Slot();
   slot->n = n;
   void* p = nullptr;
@@ -104,9 +123,11 @@ uintptr_t slot_create(size_t n) {
   check(hipHostMalloc(&p, n * sizeof(float), hipHostMallocMapped | hipHostMallocPortable), "hipHostMalloc(out)");
   slot->host_out = static_cast<float*>(p);
   for (size_t i = 0; i < n; ++i) slot->host_in[i] = slot->host_out[i] = 0.0f;  // finite: stale, not NaN
-  check(hipMalloc(&p, sizeof(int)), "hipMalloc(flag)");
+  check(hipHostMalloc(&p, 64, hipHostMallocMapped | hipHostMallocPortable), "hipHostMalloc(flag)");
+  slot->host_flag = static_cast<int*>(p);
+  *reinterpret_cast<volatile int*>(slot->host_flag) = 0;
+  check(hipHostGetDevicePointer(&p, slot->host_flag, 0), "hipHostGetDevicePointer(flag)");
   slot->dev_flag = static_cast<int*>(p);
-  check(hipMemset(slot->dev_flag, 0, sizeof(int)), "hipMemset(flag)");
   return reinterpret_cast<uintptr_t>(slot);
 }
 
@@ -119,11 +140,8 @@ Slot* as_slot(uintptr_t handle, size_t n) {
 
 long long slot_host_calls(uintptr_t handle) { return as_slot(handle, 0)->host_calls.load(); }
 
-int slot_flag(uintptr_t handle) {
-  int value = -1;
-  check(hipMemcpy(&value, as_slot(handle, 0)->dev_flag, sizeof(int), hipMemcpyDeviceToHost), "hipMemcpy(flag)");
-  return value;
-}
+// Read after a synchronize: a plain load of the mapped word, no API call.
+int slot_flag(uintptr_t handle) { return *reinterpret_cast<volatile int*>(as_slot(handle, 0)->host_flag); }
 
 // ------------------------------------------------------------------------------------- copy sequences
 // x (device) -> slot.host_in (pinned) -> y (device): one D2H and one H2D memcpy node per capture; the pinned
@@ -218,7 +236,7 @@ hipError_t gs_wait_value32_eq(hipStream_t s, int* ptr, uint32_t value) {
 
 __global__ void affine_plus_flag_kernel(const float* x, float* y, size_t n, const int* flag) {
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) y[i] = x[i] * 2.0f + static_cast<float>(*flag);
+  if (i < n) y[i] = x[i] * 2.0f + static_cast<float>(*reinterpret_cast<const volatile int*>(flag));
 }
 
 // Handshake: write flag=1, wait flag==1, y = 2x + flag, write flag=0 (the token is consumed inside the
@@ -265,6 +283,7 @@ constexpr size_t kCellsPerPage = 512;
 std::pair<uintptr_t, uintptr_t> cell_create() {
   static size_t used = kCellsPerPage;
   if (used == kCellsPerPage) {
+    RelaxedCaptureGuard relaxed;
     void* p = nullptr;
     check(hipHostMalloc(&p, kCellsPerPage * sizeof(void*), hipHostMallocMapped | hipHostMallocPortable),
           "hipHostMalloc(cells)");
