@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import csv
 import math
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -224,3 +227,78 @@ def test_module_cli(tmp_path: Path, old_run: Path) -> None:
     new_run = write_run(tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002", "0.57")))
     assert baseline.main(["compare", str(old_run), str(old_run)]) == 0
     assert baseline.main(["compare", str(old_run), str(new_run)]) == 1
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+
+CASE_FILE = '''
+import torch
+from harness import Case, register
+
+_cache = {}
+
+
+def stale_scale(x, w):
+    """Broken kernel: the weight scale is cached per tensor object, so replay keeps input A's scale."""
+    if id(w) not in _cache:
+        _cache[id(w)] = w.abs().max()
+    return x * _cache[id(w)]
+
+
+def fresh_scale(x, w):
+    return x * w.abs().max()
+
+
+def inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, generator=g).to(device), "w": torch.randn(64, generator=g).to(device)}
+
+
+def reference(x, w):
+    return (x.double() * w.double().abs().max()).to(x.dtype)
+
+
+register(Case(name="e2e.weight_scale", make_inputs=inputs, op=OP, reference=reference, family="e2e"))
+register(Case(name="e2e.plain_add", make_inputs=inputs, op=lambda x, w: x + w, family="e2e"))
+'''
+
+
+def verify_run(tmp_path: Path, name: str, op: str) -> tuple[int, Path]:
+    """`python -m harness verify` on the CPU backend over a two-case file whose kernel is `op`."""
+    case_file = tmp_path / f"{name}_cases.py"
+    case_file.write_text(CASE_FILE.replace("op=OP", f"op={op}"))
+    run_dir = tmp_path / name
+    repo = Path(__file__).resolve().parents[1]
+    env = os.environ | {"PYTHONPATH": str(repo)}
+    args = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--case", str(case_file)]
+    args += ["--replays", "2", "--no-isolate", "--report-dir", str(run_dir)]
+    done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert (run_dir / "results.csv").exists(), done.stdout + done.stderr
+    return done.returncode, run_dir
+
+
+@pytest.mark.slow
+def test_nightly_catches_a_broken_kernel_on_the_cpu_backend(tmp_path: Path) -> None:
+    """Method: a real CPU-backend run makes the baseline; the same case with a stale-caching kernel swapped in
+    must exit 1 against it (new failure + verdict change); a second good run exits 0. Also checks the run
+    directory holds every report file."""
+    rc, good = verify_run(tmp_path, "good", "fresh_scale")
+    assert rc == 0
+    for name in ("results.csv", "summary.md", "junit.xml", "fingerprint.json", "report.html"):
+        assert (good / name).is_file(), name
+    root = tmp_path / "baselines"
+    assert baseline.update(good, root) == root / "cpu.csv"
+
+    rc, broken = verify_run(tmp_path, "broken", "stale_scale")
+    assert rc == 1
+    result = baseline.compare(root / "cpu.csv", broken)
+    assert [c.case for c in result.new_failures] == ["e2e.weight_scale"]
+    assert [(c.old, c.new) for c in result.verdict_changes] == [("pass", "stale_replay")]
+    assert baseline.main_nightly(broken, root) == 1
+    assert (
+        "python -m harness repro e2e.weight_scale --seed 0 --backend cpu"
+        in (broken / "summary.md").read_text()
+    )
+
+    rc, good_again = verify_run(tmp_path, "good_again", "fresh_scale")
+    assert rc == 0 and baseline.main_nightly(good_again, root) == 0
