@@ -1,0 +1,179 @@
+"""Cases for the grouped quantized MoE GEMM (seed 004, aiter#5831): graphsafe::moe_gemm behind the
+sync-free routing of kernels/routing.py, for every weight format of kernels/quant.py.
+
+What is compared, and why:
+  * The routing runs inside the captured op: A and B differ in expert ids / group sizes (and tokens), so a
+    replay only passes if the block map is rebuilt on the device every time (no .item(), no frozen shape).
+  * Reference: kernels/moe_gemm_ops.moe_gemm_reference, f32 matmul over weights dequantized with the
+    kernels' own decode. What is left is f32 summation order and ONE bf16 rounding of the output (half an
+    ulp: 2^-8 of the value), so every format gets the same tight threshold TOLERANCE, not the seeds'
+    quantization thresholds (those bound the error against UNquantized weights; tests/test_moe_gemm_ops.py
+    checks them and reports the cosine against the fp32 product).
+  * Weights are static (same for A and B, as after model load); x, routing and group sizes are dynamic.
+
+Configurations: the seed's 13 shape/layout configurations (K=96: a partial 128-block for block_fp8; K=32:
+one K chunk; ragged [0,7,64,1,100,0,84,0] with zero-token experts; NK-view vs KN-copy layouts; decode
+1 token per expert; top-k routing with -1 padding and foreign experts under expert parallelism) run in
+mxfp8; every other format runs the 3 configurations that stress its layout (K=96, ragged, EP top-k).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+
+from harness import Case, register
+from kernels import moe_gemm_ops, quant, routing
+
+# 2^-8 (bf16 half ulp, relative) plus f32 reordering (K <= 256: ~1e-5), rounded up.
+TOLERANCE = 5e-3
+RAGGED = (0, 7, 64, 1, 100, 0, 84, 0)
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str
+    experts: int
+    n: int
+    k: int
+    block_m: int
+    sizes: tuple[int, ...] | None = None  # group-size routing: per-expert max tokens (drawn per seed)
+    tokens: int = 0  # top-k routing: tokens and top-k
+    topk: int = 0
+    ep_foreign: bool = False  # half the ids belong to another rank's experts, plus -1 padding
+    kn_copy: bool = False  # weight passed as a KN-contiguous copy (strided path) instead of the NK view
+    slack: int = 0  # rows no expert claims in group-size routing
+
+
+CONFIGS = (
+    Config("uniform_k128", 8, 64, 128, 4, sizes=(4,) * 8),
+    Config("uniform_k128_kncopy", 8, 64, 128, 4, sizes=(4,) * 8, kn_copy=True),
+    Config("k96_partial_block", 8, 64, 96, 4, sizes=(6,) * 8),
+    Config("k32_single_block", 8, 64, 32, 4, sizes=(6,) * 8),
+    Config("ragged_bm16", 8, 64, 64, 16, sizes=RAGGED),
+    Config("ragged_bm64_kncopy", 8, 48, 64, 64, sizes=RAGGED, kn_copy=True),
+    Config("decode_1tok", 16, 64, 256, 1, sizes=(1,) * 16),
+    Config("topk_t32", 8, 64, 128, 4, tokens=32, topk=2),
+    Config("topk_ep_half_foreign", 8, 64, 128, 4, tokens=32, topk=2, ep_foreign=True),
+    Config("n129_k256", 4, 129, 256, 16, sizes=(20, 0, 9, 33)),
+    Config("n127_k160_slack", 4, 127, 160, 8, sizes=(5, 11, 0, 3), slack=9),
+    Config("single_expert", 1, 64, 64, 16, sizes=(33,)),
+    Config("one_hot_expert", 8, 64, 64, 16, sizes=(0, 0, 0, 50, 0, 0, 0, 0)),
+)
+PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign")
+
+
+@functools.cache
+def _weights(fmt: str, experts: int, n: int, k: int) -> quant.QuantizedWeight:
+    w = torch.randn(experts, n, k, generator=torch.Generator().manual_seed(4004))
+    return quant.quantize_weight(w, fmt)
+
+
+def _weight_inputs(fmt: str, cfg: Config, device: torch.device) -> dict[str, torch.Tensor]:
+    w, s, g = moe_gemm_ops.kn_views(_weights(fmt, cfg.experts, cfg.n, cfg.k))
+    if cfg.kn_copy:
+        w, s = w.contiguous(), (s.contiguous() if s is not None else None)
+    out = {"w": w.to(device)}  # .to keeps a view's strides only for the same device; re-view below
+    if w.device != device and not cfg.kn_copy:
+        out["w"] = w.transpose(1, 2).to(device).transpose(1, 2)
+    if s is not None:
+        out["w_scale"] = s.transpose(1, 2).to(device).transpose(1, 2) if not cfg.kn_copy else s.to(device)
+    if g is not None:
+        out["w_global"] = g.to(device)
+    return out
+
+
+def _routing_inputs(cfg: Config, g: torch.Generator) -> dict[str, torch.Tensor]:
+    if cfg.sizes is not None:
+        # Each expert draws 0..max tokens, so sizes (and which experts are empty) change between seeds;
+        # experts the config gives 0 stay empty. Rows: sum of the maxima + slack, a static bound.
+        maxima = torch.tensor(cfg.sizes)
+        sizes = (
+            (torch.rand(len(cfg.sizes), generator=g) * (maxima + 1)).floor().to(torch.int32).clamp(max=maxima)
+        )
+        return {"group_sizes": sizes}
+    local_experts = cfg.experts
+    span = 2 * local_experts if cfg.ep_foreign else local_experts
+    ids = torch.randint(0, span, (cfg.tokens, cfg.topk), generator=g)
+    if cfg.ep_foreign:
+        ids[torch.rand(cfg.tokens, cfg.topk, generator=g) < 0.1] = -1  # top-k padding
+    return {"topk_ids": ids.to(torch.int32)}
+
+
+def _rows(cfg: Config) -> int:
+    return sum(cfg.sizes) + cfg.slack if cfg.sizes is not None else cfg.tokens * cfg.topk
+
+
+def _make_inputs(fmt: str, cfg: Config):
+    def make_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randn(cfg.tokens if cfg.sizes is None else _rows(cfg), cfg.k, generator=g)
+        inputs = {"x": x.to(torch.bfloat16), **_routing_inputs(cfg, g)}
+        inputs = {name: t.to(device) for name, t in inputs.items()}
+        return {**inputs, **_weight_inputs(fmt, cfg, device)}
+
+    return make_inputs
+
+
+def _route(cfg: Config, x, group_sizes=None, topk_ids=None):
+    """(grouped activations, block map), built on the device with static shapes only."""
+    if group_sizes is not None:
+        return x, routing.block_map_from_group_sizes(group_sizes, x.shape[0], cfg.block_m)
+    rows, _sizes, bmap = routing.route_topk(topk_ids, cfg.experts, cfg.block_m, expert_start=0)
+    return x[rows // cfg.topk], bmap
+
+
+def _op(fmt: str, cfg: Config):
+    def op(x, w, w_scale=None, w_global=None, group_sizes=None, topk_ids=None):
+        xg, bmap = _route(cfg, x, group_sizes, topk_ids)
+        return torch.ops.graphsafe.moe_gemm(xg, w, w_scale, w_global, bmap, fmt, cfg.block_m)
+
+    return op
+
+
+def _reference(fmt: str, cfg: Config):
+    def reference(x, w, w_scale=None, w_global=None, group_sizes=None, topk_ids=None):
+        xg, bmap = _route(cfg, x, group_sizes, topk_ids)
+        q = _weights(fmt, cfg.experts, cfg.n, cfg.k)
+        q = quant.QuantizedWeight(
+            q.fmt,
+            q.data.to(x.device),
+            None if q.scale is None else q.scale.to(x.device),
+            None if q.global_scale is None else q.global_scale.to(x.device),
+            q.k,
+        )
+        return moe_gemm_ops.moe_gemm_reference(xg, q, bmap).to(torch.bfloat16)
+
+    return reference
+
+
+def _static_inputs(fmt: str) -> tuple[str, ...]:
+    scale = () if fmt == "bf16" else ("w_scale",)
+    return ("w", *scale, *(("w_global",) if fmt == "nvfp4" else ()))
+
+
+def _register_all() -> None:
+    by_name = {c.name: c for c in CONFIGS}
+    for fmt in quant.FORMATS:
+        names = [c.name for c in CONFIGS] if fmt == "mxfp8" else list(PER_FORMAT_CONFIGS)
+        for name in names:
+            cfg = by_name[name]
+            register(
+                Case(
+                    name=f"moe_gemm.{fmt}.{cfg.name}",
+                    make_inputs=_make_inputs(fmt, cfg),
+                    op=_op(fmt, cfg),
+                    reference=_reference(fmt, cfg),
+                    tolerance=TOLERANCE,
+                    static_inputs=_static_inputs(fmt),
+                    note=(
+                        "reference dequantizes with the kernels' decode: only f32 order and one bf16 output "
+                        "rounding (2^-8) remain, so 5e-3 for every format; routing changes between A and B"
+                    ),
+                )
+            )
+
+
+_register_all()
