@@ -1,0 +1,67 @@
+"""aiter#5831 defect 1: the MoE GEMM's output from torch.empty with a half-foreign expert map.
+
+Half of the rows of the grouped activations belong to experts of another rank (expert parallelism), so
+no slot of the block map covers them. The buggy variant (zero_unwritten=False) leaves them holding
+whatever the allocator had: under the harness's NaN-poisoned allocation they come back NaN and the
+verdict is `uninitialized` (the seed saw 100% NaN rows). The fixed variant zero-fills exactly those rows
+inside the op (so inside the graph) and passes (the seed: 0/16384 after the fix).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from harness import Case, register
+from kernels import moe_gemm_ops, quant, routing
+
+EXPERTS, N, K, TOKENS, TOPK, BLOCK_M = 8, 64, 128, 64, 2, 16
+
+
+@functools.cache
+def _weights() -> quant.QuantizedWeight:
+    return quant.quantize_weight(
+        torch.randn(EXPERTS, N, K, generator=torch.Generator().manual_seed(5831)), "mxfp8"
+    )
+
+
+def make_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, 2 * EXPERTS, (TOKENS, TOPK), generator=g)  # ids >= EXPERTS: the other rank's
+    w, s, _ = moe_gemm_ops.kn_views(_weights())
+    return {
+        "x": torch.randn(TOKENS, K, generator=g).to(torch.bfloat16).to(device),
+        "topk_ids": ids.to(torch.int32).to(device),
+        "w": w.transpose(1, 2).to(device).transpose(1, 2),
+        "w_scale": s.transpose(1, 2).to(device).transpose(1, 2),
+    }
+
+
+def _run(x, topk_ids, w, w_scale, *, zero_unwritten: bool):
+    rows, _sizes, bmap = routing.route_topk(topk_ids, EXPERTS, BLOCK_M)
+    return torch.ops.graphsafe.moe_gemm(
+        x[rows // TOPK], w, w_scale, None, bmap, "mxfp8", BLOCK_M, zero_unwritten
+    )
+
+
+def reference(x, topk_ids, w, w_scale):
+    rows, _sizes, bmap = routing.route_topk(topk_ids, EXPERTS, BLOCK_M)
+    q = _weights()
+    q = quant.QuantizedWeight(q.fmt, q.data.to(x.device), q.scale.to(x.device), None, q.k)
+    return moe_gemm_ops.moe_gemm_reference(x[rows // TOPK], q, bmap).to(torch.bfloat16)
+
+
+for _variant, _zero, _expect in (("buggy", False, "uninitialized"), ("fixed", True, "pass")):
+    register(
+        Case(
+            name=f"counterexamples.moe_gemm_empty_output.{_variant}",
+            make_inputs=make_inputs,
+            op=functools.partial(_run, zero_unwritten=_zero),
+            reference=reference,
+            tolerance=5e-3,
+            expect=_expect,
+            static_inputs=("w", "w_scale"),
+            note="aiter#5831: torch.empty output + half-foreign expert map; tolerance as cases/moe_gemm.py",
+        )
+    )
