@@ -367,9 +367,9 @@ class CpuMoeExecutor:
         if self.mode == "direct":
             return torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
         slot = self.slot_for(hidden.shape[0])
-        return self._emulated_handshake(
-            slot, hidden, expert_ids, router_weights, recorded=self.mode == "recorded"
-        )
+        # Without the graph-node API the notify/wait cannot become nodes: it runs at capture only.
+        recorded = self.mode == "recorded" and not self.faults.graph_api_unsupported
+        return self._emulated_handshake(slot, hidden, expert_ids, router_weights, recorded=recorded)
 
     def _emulated_handshake(
         self, slot: _Slot, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, *, recorded: bool
@@ -754,6 +754,7 @@ def _gpu_forward(
     tokens = hidden.shape[0]
     if ex.mode == "eager":
         if capturing:
+            ex._check_capture_allowed(force_capture)  # a probed layer: FallbackEager, not a crash
             raise HandshakeNotCapturable(
                 "handshake mode 'eager' uses synchronizing copies and cannot be captured; use 'memop' or 'hostfn'"
             )

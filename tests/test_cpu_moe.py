@@ -1,0 +1,144 @@
+"""The CPU expert executor: formats bit-identical to kernels/quant.py, accuracy against the float64 reference,
+thread-count independence, named refusals, slot capacity from graph sizes, rebuilds and 19 live graphs.
+
+Method: small layers (E=4, H=128, INTER=64) so the file runs in seconds on 2 cores; the seed's shape runs in
+tests/test_handshake.py and the issue-350 reproduction.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import Case, check
+from kernels import cpu_moe, quant
+
+E, H, INTER, K = 4, 128, 64, 2
+
+
+def _routing(seed: int, tokens: int = 3) -> dict[str, torch.Tensor]:
+    return cpu_moe.make_routing(seed, tokens, E, K, H, "cpu", torch.bfloat16)
+
+
+@pytest.fixture(scope="module")
+def banks() -> dict[str, cpu_moe.ExpertBank]:
+    return {fmt: cpu_moe.make_bank(fmt, E, H, INTER, seed=7) for fmt in cpu_moe.FORMATS}
+
+
+def _rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    assert torch.isfinite(out).all(), "NaN/Inf in the executor's output is a failure, never a wildcard"
+    return float((out.double() - ref.double()).abs().max() / ref.double().abs().max())
+
+
+@pytest.mark.parametrize("fmt", cpu_moe.FORMATS)
+def test_cpp_dequant_is_bit_identical_to_quant_py(fmt: str, banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Method: decode every row of w13 and w2 in C++ and with quant.dequantize_weight. Expected: equal bits."""
+    bank = banks[fmt]
+    mod = cpu_moe.cpu_module()
+    for q in (bank.w13, bank.w2):
+        e, n, k = q.data.shape[0], q.data.shape[1], q.k
+        out = torch.empty(e, n, k)
+        mod.dequant_rows(cpu_moe._FORMAT_CODES[fmt], e, n, k, *bank.pointers(q), out.data_ptr())
+        assert torch.equal(out, quant.dequantize_weight(q))
+
+
+@pytest.mark.parametrize("fmt", cpu_moe.FORMATS)
+def test_executor_matches_reference_and_is_thread_count_independent(
+    fmt: str, banks: dict[str, cpu_moe.ExpertBank]
+) -> None:
+    """Method: 1 and 3 worker threads against the float64 reference. Expected: under the format's
+    threshold, and bit-identical across thread counts (graph replay can then demand exact equality)."""
+    x = _routing(11)
+    outs = []
+    for threads in (1, 3):
+        ex = cpu_moe.CpuMoeExecutor(banks[fmt], top_k=K, graph_sizes=(3,), num_threads=threads)
+        outs.append(ex(x["hidden"], x["expert_ids"], x["router_weights"]))
+        ex.close()
+    ref = cpu_moe.reference_moe(x["hidden"], x["expert_ids"], x["router_weights"], banks[fmt])
+    assert _rel_error(outs[0], ref) <= cpu_moe.THRESHOLDS[fmt]
+    assert torch.equal(outs[0], outs[1])
+
+
+def test_nan_scale_poisons_output(banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Negative control for the comparator's NaN rule: an E8M0 scale of 0xFF (NaN) must surface as NaN."""
+    bank = cpu_moe.make_bank("mxfp4", E, H, INTER, seed=7)
+    bank.w2.scale.fill_(0xFF)
+    ex = cpu_moe.CpuMoeExecutor(bank, top_k=K, graph_sizes=(3,))
+    x = _routing(3)
+    assert torch.isnan(ex(x["hidden"], x["expert_ids"], x["router_weights"])).all()
+    ex.close()
+
+
+def test_refusals_name_the_field(banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Method: wrong dtype, shape, expert id range, mode and format. Expected: errors naming field and values."""
+    ex = cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, graph_sizes=(3,))
+    x = _routing(1)
+    with pytest.raises(TypeError, match="hidden dtype"):
+        ex(x["hidden"].half(), x["expert_ids"], x["router_weights"])
+    with pytest.raises(TypeError, match="expert_ids must be int32"):
+        ex(x["hidden"], x["expert_ids"].long(), x["router_weights"])
+    with pytest.raises(ValueError, match=r"expert_ids must lie in \[0, 4\)"):
+        ex(x["hidden"], x["expert_ids"] + 4, x["router_weights"])
+    with pytest.raises(ValueError, match="mode must be one of"):
+        cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, mode="magic")
+    with pytest.raises(ValueError, match="fmt must be one of"):
+        cpu_moe.make_bank("fp16", E, H, INTER)
+    ex.close()
+
+
+def test_capacity_comes_from_graph_sizes_beyond_16_and_the_decode_limit(
+    banks: dict[str, cpu_moe.ExpertBank],
+) -> None:
+    """Seed 000: capacity was clamped (16 slots / the decode limit). Method: 19 sizes plus 600 > 512.
+    Expected: one slot per size, each handshake equal to the direct executor; an unknown size is named."""
+    sizes = [*range(1, 20), cpu_moe.DEFAULT_DECODE_LIMIT + 88]
+    ex = cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, graph_sizes=sizes, mode="recorded")
+    assert ex.max_slots >= len(sizes) and len({ex.slot_for(s).index for s in sizes}) == len(sizes)
+    for tokens in (17, 19, cpu_moe.DEFAULT_DECODE_LIMIT + 88):
+        x = _routing(tokens, tokens)
+        out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+        assert torch.equal(out, ex.forward_eager(x["hidden"], x["expert_ids"], x["router_weights"]))
+    with pytest.raises(ValueError, match="batch size 21 has no graph slot"):
+        ex.slot_for(21)
+    ex.close()
+
+
+def _case(ex: cpu_moe.CpuMoeExecutor, name: str, expect: str = "pass") -> Case:
+    bank = ex.bank
+    return Case(
+        name=name,
+        make_inputs=lambda seed, device: _routing(seed),
+        op=lambda hidden, expert_ids, router_weights: ex(hidden, expert_ids, router_weights),
+        reference=lambda hidden, expert_ids, router_weights: cpu_moe.reference_moe(
+            hidden, expert_ids, router_weights, bank
+        ),
+        tolerance=cpu_moe.THRESHOLDS[bank.fmt],
+        expect=expect,
+    )
+
+
+def test_rebuilds_and_19_live_graphs_keep_executor_slots(banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Method: harness.check with 3 rebuilds and 19 live graphs interleaved, on one executor's slot.
+    Expected: pass, each rebuilt graph's error equal to eager's (slots and signals survive rebuilds)."""
+    ex = cpu_moe.CpuMoeExecutor(banks["q4_0"], top_k=K, graph_sizes=(3,), mode="recorded")
+    assert cpu_moe.probe_and_enable(ex).ok
+    result = check(_case(ex, "rebuild_live"), "cpu", replays=2, rebuilds=3, live_graphs=19, patterns=(0xFF,))
+    assert result.verdict == "pass", result.detail
+    replays = [r for r in result.rows if r.graph_error is not None]
+    assert replays and all(r.graph_error == r.eager_error for r in replays)
+    assert {r.phase for r in result.rows} >= {"replay", "rebuild", "live"}
+    ex.close()
+
+
+def test_disabled_graphs_give_fallback_eager_or_a_named_refusal(banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Method: graphs left disabled (no probe). Expected: policy 'fallback' -> fallback_eager (eager right);
+    policy 'strict' (direct executor capture) -> capture_error naming UnsafeExecutorCapture."""
+    ex = cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, graph_sizes=(3,), mode="recorded")
+    assert check(_case(ex, "fallback", "fallback_eager"), "cpu", patterns=(0xFF,)).verdict == "fallback_eager"
+    strict = cpu_moe.CpuMoeExecutor(
+        banks["bf16"], top_k=K, graph_sizes=(3,), mode="recorded", policy="strict"
+    )
+    result = check(_case(strict, "strict", "capture_error"), "cpu", patterns=(0xFF,))
+    assert result.verdict == "capture_error" and "UnsafeExecutorCapture" in result.detail
+    ex.close()
+    strict.close()

@@ -1,0 +1,214 @@
+"""The handshake's fail-closed probe, its watchdog, and fault injection (seed 000's validation list).
+
+Each fault must make the probe say "unsafe", keep eager results right, and, when capture is forced anyway,
+give stale_replay from the harness. CPU-emulable faults run here on the CPU backend; the same faults on a
+real GPU are the `gpu`-marked tests at the bottom (memop executed during capture but not recorded is emulated
+on CUDA by issuing it on a non-capturing stream).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from harness import Case, check
+from kernels import cpu_moe
+
+E, H, INTER, K, T = 4, 128, 64, 2, 3
+
+
+def _executor(mode: str = "recorded", device: str = "cpu", **faults: object) -> cpu_moe.CpuMoeExecutor:
+    bank = cpu_moe.make_bank("bf16", E, H, INTER, seed=5)
+    return cpu_moe.CpuMoeExecutor(
+        bank,
+        top_k=K,
+        graph_sizes=(T, cpu_moe.PROBE_TOKENS),
+        mode=mode,
+        device=device,
+        faults=cpu_moe.Faults(**faults),
+    )
+
+
+def _case(ex: cpu_moe.CpuMoeExecutor, expect: str, *, force: bool = False) -> Case:
+    def make(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        return cpu_moe.make_routing(seed, T, E, K, H, device, torch.bfloat16)
+
+    return Case(
+        name=f"hs_{ex.mode}_{expect}",
+        make_inputs=make,
+        op=lambda hidden, expert_ids, router_weights: ex(
+            hidden, expert_ids, router_weights, force_capture=force
+        ),
+        reference=lambda hidden, expert_ids, router_weights: cpu_moe.reference_moe(
+            hidden, expert_ids, router_weights, ex.bank
+        ),
+        tolerance=0.02,
+        expect=expect,
+    )
+
+
+def _eager_is_right(ex: cpu_moe.CpuMoeExecutor) -> bool:
+    x = cpu_moe.make_routing(77, T, E, K, H, ex.device, torch.bfloat16)
+    out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ref = cpu_moe.reference_moe(x["hidden"], x["expert_ids"], x["router_weights"], ex.bank)
+    return (
+        bool(torch.isfinite(out).all())
+        and float((out.double() - ref.double()).abs().max() / ref.double().abs().max()) < 0.02
+    )
+
+
+def test_probe_passes_for_the_recorded_handshake() -> None:
+    """Negative control for the probe: a correct handshake is not flagged; graphs get enabled."""
+    ex = _executor()
+    result = cpu_moe.probe_and_enable(ex, deadline_s=5.0)
+    assert result.ok and ex.graphs_enabled, result.reason
+    assert check(_case(ex, "pass"), "cpu", patterns=(0xFF,)).verdict == "pass"
+    ex.close()
+
+
+def test_unrecorded_handshake_is_unsafe_and_stale_when_forced() -> None:
+    """Fault: notify/wait runs at capture but is not recorded (the ROCm memop shape). Expected: probe unsafe
+    (numerical), eager right, fallback_eager by default, stale_replay when capture is forced."""
+    ex = _executor("unrecorded")
+    result = cpu_moe.probe_and_enable(ex)
+    assert not result.ok and "probe replay wrong" in result.reason and not ex.graphs_enabled
+    assert _eager_is_right(ex)
+    assert check(_case(ex, "fallback_eager"), "cpu", patterns=(0xFF,)).verdict == "fallback_eager"
+    assert check(_case(ex, "stale_replay", force=True), "cpu", patterns=(0xFF,)).verdict == "stale_replay"
+    ex.close()
+
+
+def test_graph_node_api_unsupported_is_unsafe_and_stale_when_forced() -> None:
+    """Fault: adding the handshake's graph nodes fails. Expected: probe unsafe naming the capture failure (and
+    the probe slot is quarantined, nothing half-built reused); eager right; forced capture -> stale_replay
+    (without nodes the notify/wait runs only at capture)."""
+    ex = _executor(graph_api_unsupported=True)
+    result = cpu_moe.probe_and_enable(ex)
+    assert not result.ok and "capture failed" in result.reason and "unsupported" in result.reason
+    assert sum(s.quarantined for s in ex._probe_slots) == 1
+    assert _eager_is_right(ex)
+    assert check(_case(ex, "stale_replay", force=True), "cpu", patterns=(0xFF,)).verdict == "stale_replay"
+    ex.close()
+
+
+def test_probe_launch_delayed_past_deadline_is_unsafe_and_watchdog_outlives_it() -> None:
+    """Fault: the probe's replay starts 0.6 s late against a 0.2 s deadline. Expected: unsafe; the watchdog
+    releases the wait and exits only after the late launch drained; eager still right."""
+    ex = _executor(launch_delay_s=0.6)
+    result = cpu_moe.probe_and_enable(ex, deadline_s=0.2)
+    assert not result.ok and "deadline" in result.reason
+    wd = ex.last_watchdog
+    assert wd is not None and wd.join(10.0) and not wd.hung
+    assert wd.releases > 0 and wd.drained_at is not None and wd.exited_at >= wd.drained_at
+    assert wd.drained_at - wd.started_at > 0.2  # it was alive when the delayed launch finished
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+def test_cpu_that_never_answers_is_released_by_the_watchdog() -> None:
+    """Fault: the CPU side ignores the probe slot. Expected: unsafe at the deadline; the watchdog's release
+    lets the emulated queue drain (it would otherwise wait EMULATED_WAIT_TIMEOUT_S); eager still right."""
+    ex = _executor(cpu_never_answers=True)
+    start = time.monotonic()
+    result = cpu_moe.probe_and_enable(ex, deadline_s=0.2)
+    assert not result.ok and "deadline" in result.reason
+    assert ex.last_watchdog.join(5.0) and time.monotonic() - start < 5.0
+    assert ex.last_watchdog.releases > 0
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+def test_watchdog_negative_control_without_release_the_wait_hangs() -> None:
+    """Proves the watchdog is what unblocks: with a no-op release the queue is still blocked after 0.5 s."""
+    ex = _executor()
+    slot = ex._probe_slots[0]
+    ex._ex.set_slot_ignored(slot.index, True)
+    released: list[bool] = []
+    import threading
+
+    waiter = threading.Thread(target=lambda: released.append(ex._ex.notify_wait(slot.index, 2_000_000)))
+    waiter.start()
+    wd = cpu_moe.Watchdog(lambda: None, lambda: not waiter.is_alive(), deadline_s=0.0, max_s=0.5)
+    assert wd.join(3.0) and wd.hung and waiter.is_alive()
+    ex._ex.release(slot.index)  # now release for real: the wait returns
+    waiter.join(3.0)
+    assert released == [True]
+    ex.close()
+
+
+# ------------------------------------------------------------------------------------------------- GPU
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("mode", ["memop", "hostfn"])
+def test_gpu_probe_passes_and_graph_replay_is_exact(mode: str) -> None:
+    ex = _executor(mode, "cuda")
+    result = cpu_moe.probe_and_enable(ex)
+    assert result.ok, result.reason
+    res = check(_case(ex, "pass"), "gpu")
+    assert res.verdict == "pass", res.detail
+    assert all(r.graph_error == r.eager_error for r in res.rows if r.graph_error is not None)
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_explicit_batch_memop_nodes_probe_passes() -> None:
+    ex = _executor("memop", "cuda")
+    ex.explicit_memop_nodes = True
+    assert cpu_moe.probe_and_enable(ex).ok
+    assert check(_case(ex, "pass"), "gpu").verdict == "pass"
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_unrecorded_memop_is_unsafe_and_stale_when_forced() -> None:
+    ex = _executor("memop", "cuda", unrecorded_memop=True)
+    result = cpu_moe.probe_and_enable(ex)
+    assert not result.ok and ("memop nodes" in result.reason or "wrong" in result.reason), result.reason
+    assert _eager_is_right(ex)
+    assert check(_case(ex, "fallback_eager"), "gpu").verdict == "fallback_eager"
+    assert check(_case(ex, "stale_replay", force=True), "gpu").verdict == "stale_replay"
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_graph_api_unsupported_is_unsafe() -> None:
+    ex = _executor("memop", "cuda", graph_api_unsupported=True)
+    result = cpu_moe.probe_and_enable(ex)
+    assert not result.ok and "unsupported" in result.reason
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_delayed_launch_is_unsafe_and_never_hangs() -> None:
+    ex = _executor("memop", "cuda", launch_delay_s=1.5, cpu_never_answers=True)
+    result = cpu_moe.probe_and_enable(ex, deadline_s=0.3)
+    assert not result.ok and "deadline" in result.reason
+    wd = ex.last_watchdog
+    assert wd is not None and wd.join(30.0) and not wd.hung and wd.releases > 0
+    torch.cuda.synchronize()  # returns: the GPU queue drained
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_eager_mode_refuses_capture_by_name() -> None:
+    ex = _executor("eager", "cuda")
+    ex.enable_graphs(True)
+    x = cpu_moe.make_routing(1, T, E, K, H, "cuda", torch.bfloat16)
+    assert _eager_is_right(ex)
+    g = torch.cuda.CUDAGraph()
+    with pytest.raises(cpu_moe.HandshakeNotCapturable), torch.cuda.graph(g):
+        ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ex.close()
