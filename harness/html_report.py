@@ -28,6 +28,7 @@ from harness.summary import (
     normalize,
     read_results,
     repro_command,
+    rows_by_case,
     sort_rows,
 )
 
@@ -154,9 +155,21 @@ def error_threshold_plot(summaries: list[CaseSummary]) -> str:
 def replay_series_plot(summary: CaseSummary, rows: pd.DataFrame) -> str:
     """Errors against replay index for one case: graph error per pattern (solid), eager (dotted)."""
     w, h, left, right, top, bottom = 300, 150, 44, 10, 20, 22
-    replay_rows = rows[rows["replay"] >= 0]
-    n = int(replay_rows["replay"].max()) + 1 if len(replay_rows) else 1
-    values = [*replay_rows["graph_error"], *replay_rows["eager_error"], summary.threshold]
+    # (pattern, replay, graph error, eager error) as plain tuples: pandas per-case slicing dominated the
+    # page's render time (seconds for a hundred cases).
+    points = [
+        (str(p), int(r), float(g), float(e))
+        for p, r, g, e in zip(
+            rows["pattern"].tolist(),
+            rows["replay"].tolist(),
+            rows["graph_error"].tolist(),
+            rows["eager_error"].tolist(),
+            strict=True,
+        )
+        if r >= 0
+    ]
+    n = max((r for _, r, _, _ in points), default=0) + 1
+    values = [v for _, _, g, e in points for v in (g, e)] + [summary.threshold]
     lo, hi = decades(values)
     plot_h = h - top - bottom - 14  # 14 px band at the top for inf
     # y grows downwards in SVG, so the log axis runs from the bottom (lo) up (hi): negative length.
@@ -188,17 +201,14 @@ def replay_series_plot(summary: CaseSummary, rows: pd.DataFrame) -> str:
             f'<line x1="{left}" y1="{ty:.1f}" x2="{w - right}" y2="{ty:.1f}" stroke="{THRESHOLD_COLOR}"'
             f' stroke-dasharray="5 3"><title>threshold {format_error(summary.threshold)}</title></line>'
         )
-    for k, (pattern, prow) in enumerate(replay_rows.groupby("pattern", sort=False)):
-        ordered = prow.sort_values("replay")
-        for metric, dash, stroke in (
-            ("graph_error", "", PATTERN_COLORS[k % len(PATTERN_COLORS)]),
-            ("eager_error", ' stroke-dasharray="2 2"', EAGER_COLOR),
+    for k, pattern in enumerate(dict.fromkeys(p for p, _, _, _ in points)):
+        ordered = sorted((r, g, e) for p, r, g, e in points if p == pattern)
+        for metric, index, dash, stroke in (
+            ("graph_error", 1, "", PATTERN_COLORS[k % len(PATTERN_COLORS)]),
+            ("eager_error", 2, ' stroke-dasharray="2 2"', EAGER_COLOR),
         ):
-            points = [
-                (x_of(int(r)), scale.pos(float(v)))
-                for r, v in zip(ordered["replay"], ordered[metric], strict=True)
-            ]
-            drawn = [(x, y) for x, y in points if y is not None]
+            placed = [(x_of(item[0]), scale.pos(item[index])) for item in ordered]
+            drawn = [(x, y) for x, y in placed if y is not None]
             if not drawn:
                 continue
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y in drawn)
@@ -319,7 +329,8 @@ def _cases_table(summaries: list[CaseSummary]) -> str:
 
 def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
     df = normalize(results)
-    summaries = case_summaries(df)
+    groups = rows_by_case(df)
+    summaries = case_summaries(groups)
     failures = [s for s in summaries if s.failed]
     platform = [s for s in summaries if s.family.startswith("platform")]
     ok_count = len(summaries) - len(failures)
@@ -349,13 +360,9 @@ def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
         )
         if failures:
             body.append(f"<h2>Failures ({len(failures)})</h2>")
-            body += [_failure_section(s, df[df["case"] == s.case]) for s in failures]
+            body += [_failure_section(s, groups[s.case]) for s in failures]
         body += ["<h2>All cases</h2>", _cases_table(summaries)]
-        series = [
-            replay_series_plot(s, df[df["case"] == s.case])
-            for s in summaries
-            if (df.loc[df["case"] == s.case, "replay"] >= 0).any()
-        ]
+        series = [replay_series_plot(s, groups[s.case]) for s in summaries if s.replays > 0]
         body += [
             "<h2>Errors per replay</h2>",
             '<p class="legend"><span>solid: graph error, one colour per pattern</span>'

@@ -168,33 +168,41 @@ def _first_nonempty(values: Iterable[str]) -> str:
 
 
 def summarize_case(rows: pd.DataFrame) -> CaseSummary:
-    verdict = _first_nonempty(rows["verdict"]) or _first_nonempty(rows["row_verdict"])
-    expected = _first_nonempty(rows["expected"])
+    """Fold the (normalized) rows of one case."""
+    # Plain lists: element access on pandas columns costs microseconds each, and runs have thousands of rows.
+    col = {name: rows[name].tolist() for name in RESULT_COLUMNS}
+    verdict = _first_nonempty(col["verdict"]) or _first_nonempty(col["row_verdict"])
+    expected = _first_nonempty(col["expected"])
     # A case fails when any row says FAIL or its verdict is not the expected one: the two must agree, and
     # if a writer ever gets them out of step the report errs towards showing the failure.
-    failed = bool((rows["status"] == STATUS_FAIL).any()) or verdict != expected
-    details = tuple(dict.fromkeys(d for d in rows["detail"] if d))  # unique, in order
+    failed = STATUS_FAIL in col["status"] or verdict != expected
     return CaseSummary(
-        case=str(rows["case"].iloc[0]),
-        family=_first_nonempty(rows["family"]) or "(none)",
-        backend=_first_nonempty(rows["backend"]),
-        device=_first_nonempty(rows["device"]),
+        case=str(col["case"][0]),
+        family=_first_nonempty(col["family"]) or "(none)",
+        backend=_first_nonempty(col["backend"]),
+        device=_first_nonempty(col["device"]),
         verdict=verdict,
         expected=expected,
         failed=failed,
-        seed_a=_first_nonempty(rows["seed_a"]),
-        max_eager_error=nan_max(rows["eager_error"]),
-        max_graph_error=nan_max(rows["graph_error"]),
-        threshold=nan_max(rows["threshold"]),
-        replays=int(rows.loc[rows["replay"] >= 0, "replay"].nunique()),
-        details=details,
+        seed_a=_first_nonempty(col["seed_a"]),
+        max_eager_error=nan_max(col["eager_error"]),
+        max_graph_error=nan_max(col["graph_error"]),
+        threshold=nan_max(col["threshold"]),
+        replays=len({r for r in col["replay"] if r >= 0}),
+        details=tuple(dict.fromkeys(d for d in col["detail"] if d)),  # unique, in order
     )
 
 
-def case_summaries(results: pd.DataFrame) -> list[CaseSummary]:
-    """One summary per case: failures first, then by family and case name."""
+def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Normalized rows grouped by case, in first-appearance order (one groupby for the whole report)."""
     df = normalize(results)
-    summaries = [summarize_case(rows) for _, rows in df.groupby("case", sort=False)]
+    return {str(name): rows for name, rows in df.groupby("case", sort=False)}
+
+
+def case_summaries(results: pd.DataFrame | dict[str, pd.DataFrame]) -> list[CaseSummary]:
+    """One summary per case: failures first, then by family and case name."""
+    groups = results if isinstance(results, dict) else rows_by_case(results)
+    summaries = [summarize_case(rows) for rows in groups.values()]
     return sorted(summaries, key=lambda s: (not s.failed, s.family, s.case))
 
 
@@ -322,7 +330,8 @@ def _joined(values: Iterable[str]) -> str:
 def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
     """summary.md text: header, fingerprint, failures (with repro commands), then passing cases by family."""
     df = normalize(results)
-    summaries = case_summaries(df)
+    groups = rows_by_case(df)
+    summaries = case_summaries(groups)
     failures = [s for s in summaries if s.failed]
     passing = [s for s in summaries if not s.failed]
     ok_count, total = len(passing), len(summaries)
@@ -346,7 +355,7 @@ def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
         for family in sorted({s.family for s in failures}):
             lines += [f"### family `{family}`", ""]
             for s in (f for f in failures if f.family == family):
-                lines += _failure_block(s, df[df["case"] == s.case])
+                lines += _failure_block(s, groups[s.case])
 
     if passing:
         lines += [f"## Passing ({len(passing)})", ""]
