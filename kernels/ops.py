@@ -251,3 +251,24 @@ def moe_combine_gate(
 def _(expert_out, weights, shared, gate_logit, routed_scale=1.0, out_dtype=None):
     T, _, H, dtype, _ = _check_combine("moe_combine_gate", expert_out, weights, shared, gate_logit, out_dtype)
     return expert_out.new_empty((T, H), dtype=dtype)
+
+
+@torch.library.custom_op("graphsafe::moe_combine_negative_control", mutates_args=())
+def moe_combine_negative_control(
+    expert_out: torch.Tensor,
+    weights: torch.Tensor,
+    shared: torch.Tensor | None = None,
+    routed_scale: float = 1.0,
+    out_dtype: torch.dtype | None = None,
+    defect: int = 1,
+) -> torch.Tensor:
+    """NEGATIVE CONTROL ONLY (cases/counterexamples): moe_combine with a kernel defect switched on at run
+    time. defect=1: the bf16 store truncates instead of rounding to nearest even (a wrong bf16 store
+    boundary, vllm.cpp#509 review); the f32 arm is untouched, so only bf16-output cases can see it."""
+    return combine_impl(expert_out, weights, shared, None, routed_scale, out_dtype, defect)
+
+
+@moe_combine_negative_control.register_fake
+def _(expert_out, weights, shared=None, routed_scale=1.0, out_dtype=None, defect=1):
+    T, _, H, dtype, _ = _check_combine("moe_combine", expert_out, weights, shared, None, out_dtype)
+    return expert_out.new_empty((T, H), dtype=dtype)
