@@ -1,15 +1,20 @@
 """`pytest cases/`: one test item per registered case, generated from the registry (CONVENTIONS.md #2).
 
 Each item runs the same protocol as `python -m harness verify` and asserts the case's verdict equals its
-expectation; `-n auto` spreads them over workers. GPU-only cases register only where a GPU exists.
+expectation; `-n auto` spreads them over workers. Cases that expect `crash` or `timeout` kill or stall the
+process running them by design, so they go through the isolated runner (a worker process) instead of this
+one. GPU-only cases register only where a GPU exists.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from harness import REGISTRY, check
+from harness import REGISTRY, Result, check
 from harness.case import load_builtin_suite
+from harness.runner import RunOptions, run_isolated
+
+PROCESS_KILLING_VERDICTS = ("crash", "timeout")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -21,7 +26,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_case_gets_expected_verdict(case_name: str, graph_backend: str) -> None:
     """Method: the differential replay protocol. Expected: the verdict the case declares."""
     case = REGISTRY.get(case_name)
-    result = check(case, graph_backend)
+    if case.expect in PROCESS_KILLING_VERDICTS:
+        results: list[Result] = []
+        run_isolated(
+            [case], [], RunOptions(backend=graph_backend), jobs=1, devices=0, on_result=results.append
+        )
+        result = results[0]
+    else:
+        result = check(case, graph_backend)
     assert result.verdict == case.expect, (
         f"{case.name}: verdict {result.verdict}, expected {case.expect}; {result.detail}"
     )

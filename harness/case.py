@@ -45,6 +45,8 @@ class Case:
     family: report grouping; defaults to the defining module's last component.
     note: why the tolerance or the expectation is what it is.
     deadline: seconds before an isolated run of this case is killed and gets `timeout` (default: the CLI's).
+    rebuilds, live_graphs: stress this case always gets, whatever the run's --rebuilds/--live-graphs (the larger
+        of the two applies); for cases that check the runtime's rebuild and live-graph behaviour themselves.
     """
 
     name: str
@@ -59,6 +61,8 @@ class Case:
     family: str = ""
     note: str = ""
     deadline: float | None = None
+    rebuilds: int = 0
+    live_graphs: int = 0
 
     def __post_init__(self) -> None:
         label = self.name if isinstance(self.name, str) and self.name else "<unnamed>"
@@ -93,6 +97,10 @@ class Case:
             raise CaseError(
                 label, "deadline", f"must be a number of seconds > 0 or None, got {self.deadline!r}"
             )
+        for field in ("rebuilds", "live_graphs"):
+            value = getattr(self, field)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise CaseError(label, field, f"must be a whole number >= 0, got {value!r}")
         if not isinstance(self.bit_exact, bool):
             raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
         for field in ("static_inputs", "mutates"):

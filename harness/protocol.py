@@ -25,6 +25,10 @@ from harness.errors import REFUSAL_ERRORS, CaptureError, CaptureSyncError, CaseE
 from harness.poison import PATTERNS, poison_outputs
 
 DEFAULT_REPLAYS = 3
+# torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
+DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
+)
 # Recaptures may keep a little allocator state (segment rounding); more than this per check is a leak.
 REBUILD_GROWTH_BOUND_BYTES = 64 << 20
 
@@ -89,10 +93,19 @@ def check(
     if replays < 1:
         raise ValueError(f"replays must be >= 1, got {replays}")
     be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
+    rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
     for pattern in patterns:
-        with be.poisoned_allocation(pattern):
-            rows.extend(_check_pattern(case, be, pattern, replays, seed, rebuilds, live_graphs))
+        try:
+            with be.poisoned_allocation(pattern):
+                rows.extend(_check_pattern(case, be, pattern, replays, seed, rebuilds, live_graphs))
+        except DEVICE_FAULTS as exc:
+            # An illegal address or a device-side assert poisons the whole context: nothing after it in this
+            # process is trustworthy, so the case is a crash and the runner retires the worker.
+            rows.append(
+                _row_factory(case, be, pattern, seed)(V.CRASH, -1, seed, detail=f"device fault: {exc}")
+            )
+            break
     verdict = V.worst([r.row_verdict for r in rows])
     if verdict == V.PASS and any(r.row_verdict == V.FALLBACK_EAGER for r in rows):
         verdict = V.FALLBACK_EAGER
@@ -127,6 +140,8 @@ def _check_pattern(
         return [row(V.CAPTURE_ERROR, -1, seed_a, detail=str(exc))]
     except REFUSAL_ERRORS as exc:
         return [row(V.REFUSED, -1, seed_a, detail=f"{type(exc).__name__}: {exc}")]
+    except DEVICE_FAULTS:
+        raise
     except Exception as exc:  # the op failed eagerly during warm-up without a named refusal
         return [row(V.EAGER_MISMATCH, -1, seed_a, detail=f"eager raised {type(exc).__name__}: {exc}")]
     capture_ms = (time.perf_counter() - start) * 1e3
@@ -177,6 +192,8 @@ def _replay_and_compare(
         with torch.no_grad():
             eager_out = _flatten(case.op(**eager_inputs))
         be.synchronize()
+    except DEVICE_FAULTS:
+        raise
     except Exception as exc:
         return row(V.EAGER_MISMATCH, replay_index, seed_b, detail=f"eager raised {type(exc).__name__}: {exc}")
     eager_ms = (time.perf_counter() - start) * 1e3

@@ -105,6 +105,8 @@ def run_isolated(
                 case = worker.case
                 deadline = (case.deadline if case and case.deadline else options.deadline) if case else None
                 if worker.proc.poll() is not None:
+                    _drain(worker, options, finish)  # a result written just before exiting still counts
+                    case = worker.case
                     _close(worker, selector)
                     if case is not None:
                         detail = f"worker process died with exit code {worker.proc.returncode} while running the case"
@@ -156,6 +158,23 @@ def _spawn(index: int, sources: list[str], devices: int, selector: selectors.Bas
     worker = _Worker(index=index, proc=proc, results=read_fd)
     selector.register(read_fd, selectors.EVENT_READ, worker)
     return worker
+
+
+def _drain(worker: _Worker, options: RunOptions, finish: Callable[[_Worker, Result], None]) -> None:
+    fd = worker.results
+    if not isinstance(fd, int) or fd < 0:
+        return
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            break
+        if not chunk:
+            break
+        worker.buffer += chunk
+    while b"\n" in worker.buffer:
+        line, worker.buffer = worker.buffer.split(b"\n", 1)
+        _handle(worker, json.loads(line), options, finish)
 
 
 def _assign(worker: _Worker, case: Case, options: RunOptions) -> None:

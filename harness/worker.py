@@ -46,6 +46,8 @@ def main() -> int:
                 live_graphs=request["live_graphs"],
             )
             out.write(json.dumps({"result": dataclasses.asdict(result)}) + "\n")
+            if result.verdict == "crash":
+                return 3  # a device fault leaves the context unusable: the runner starts a fresh worker
         except CaseError as exc:
             out.write(json.dumps({"case_error": str(exc)}) + "\n")
         except Exception as exc:  # a harness-level failure for this case: report it, keep serving

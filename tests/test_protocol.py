@@ -139,3 +139,12 @@ def test_static_inputs_may_repeat() -> None:
 
     case = Case(name="t_static", make_inputs=make, op=lambda x, w: x * w, static_inputs=("w",))
     assert check(case, "cpu").verdict == "pass"
+
+
+def test_case_declared_stress_applies_without_cli_knobs() -> None:
+    case = Case(
+        name="t_case_stress", make_inputs=_inputs, op=_double, reference=_double, rebuilds=2, live_graphs=3
+    )
+    result = check(case, "cpu", patterns=(0xFF,))
+    assert result.verdict == "pass"
+    assert {r.phase for r in result.rows} == {"replay", "rebuild", "live"}
