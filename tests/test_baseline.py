@@ -232,6 +232,8 @@ def test_module_cli(tmp_path: Path, old_run: Path) -> None:
 # ---------------------------------------------------------------------------------------------- end to end
 
 CASE_FILE = '''
+import weakref
+
 import torch
 from harness import Case, register
 
@@ -239,10 +241,15 @@ _cache = {}
 
 
 def stale_scale(x, w):
-    """Broken kernel: the weight scale is cached per tensor object, so replay keeps input A's scale."""
-    if id(w) not in _cache:
-        _cache[id(w)] = w.abs().max()
-    return x * _cache[id(w)]
+    """Broken kernel: the weight scale is cached per tensor object, so replay keeps input A's scale.
+
+    The weakref check matters: id() of a freed eager clone is reused, and a bare id() key would hand eager
+    a stale scale too (then the verdict is eager_mismatch, not stale_replay).
+    """
+    entry = _cache.get(id(w))
+    if entry is None or entry[0]() is not w:
+        entry = _cache[id(w)] = (weakref.ref(w), w.abs().max())
+    return x * entry[1]
 
 
 def fresh_scale(x, w):
