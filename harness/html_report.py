@@ -23,6 +23,7 @@ import pandas as pd
 from harness import fingerprint as fingerprint_mod
 from harness.summary import (
     CaseSummary,
+    case_sources,
     case_summaries,
     format_error,
     normalize,
@@ -268,7 +269,7 @@ def _html_table(
     return "".join(out)
 
 
-def _failure_section(s: CaseSummary, rows: pd.DataFrame) -> str:
+def _failure_section(s: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> str:
     table_rows = [
         [
             "case" if int(r.replay) < 0 else str(r.replay),
@@ -285,7 +286,7 @@ def _failure_section(s: CaseSummary, rows: pd.DataFrame) -> str:
     return (
         f'<h4 id="case-{_e(s.case)}"><code>{_e(s.case)}</code>: verdict <span class="FAIL">{_e(s.verdict)}'
         f"</span>, expected {_e(s.expected)}</h4>"
-        f"<p>Reproduce: <code>{_e(repro_command(s.case, s.seed_a, s.backend))}</code></p>"
+        f"<p>Reproduce: <code>{_e(repro_command(s.case, s.seed_a, s.backend, sources))}</code></p>"
         + _html_table(
             ["replay", "pattern", "seed", "eager error", "graph error", "threshold", "verdict"],
             table_rows,
@@ -360,7 +361,7 @@ def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
         )
         if failures:
             body.append(f"<h2>Failures ({len(failures)})</h2>")
-            body += [_failure_section(s, groups[s.case]) for s in failures]
+            body += [_failure_section(s, groups[s.case], case_sources(fingerprint)) for s in failures]
         body += ["<h2>All cases</h2>", _cases_table(summaries)]
         series = [replay_series_plot(s, groups[s.case]) for s in summaries if s.replays > 0]
         body += [

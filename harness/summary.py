@@ -13,6 +13,7 @@ literal "nan" in the CSV is read as inf, never as "not applicable": a NaN error 
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,8 +207,24 @@ def case_summaries(results: pd.DataFrame | dict[str, pd.DataFrame]) -> list[Case
     return sorted(summaries, key=lambda s: (not s.failed, s.family, s.case))
 
 
-def repro_command(case: str, seed_a: str, backend: str) -> str:
-    parts = ["python -m harness repro", case]
+CASE_SOURCES_KEY = "case_sources"
+
+
+def case_sources(fingerprint: dict[str, str]) -> list[str]:
+    """The run's `--case FILE_OR_MODULE` arguments, stored shell-quoted under "case_sources" by the CLI.
+
+    A case from a user's file cannot be rerun by name alone: `repro` must load the same file again.
+    """
+    try:
+        return shlex.split(fingerprint.get(CASE_SOURCES_KEY, ""))
+    except ValueError:  # unbalanced quotes: better no --case than a command that does not parse
+        return []
+
+
+def repro_command(case: str, seed_a: str, backend: str, sources: Iterable[str] = ()) -> str:
+    """The exact command that reruns one case with its recorded seed on its backend."""
+    parts = ["python -m harness repro", shlex.quote(case)]
+    parts += [f"--case {shlex.quote(source)}" for source in sources]
     if seed_a:
         parts.append(f"--seed {seed_a}")
     if backend:
@@ -276,11 +293,11 @@ def _row_label(replay: int) -> str:
     return "case" if replay < 0 else str(replay)
 
 
-def _failure_block(summary: CaseSummary, rows: pd.DataFrame) -> list[str]:
+def _failure_block(summary: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> list[str]:
     lines = [
         f"#### `{summary.case}`: verdict `{summary.verdict}`, expected `{summary.expected}`",
         "",
-        f"Reproduce: `{repro_command(summary.case, summary.seed_a, summary.backend)}`",
+        f"Reproduce: `{repro_command(summary.case, summary.seed_a, summary.backend, sources)}`",
         "",
     ]
     ordered = sort_rows(rows)
@@ -355,7 +372,7 @@ def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
         for family in sorted({s.family for s in failures}):
             lines += [f"### family `{family}`", ""]
             for s in (f for f in failures if f.family == family):
-                lines += _failure_block(s, groups[s.case])
+                lines += _failure_block(s, groups[s.case], case_sources(fingerprint))
 
     if passing:
         lines += [f"## Passing ({len(passing)})", ""]

@@ -304,3 +304,13 @@ def test_progress_rewrites_in_place_on_a_tty() -> None:
 
 def test_format_eta() -> None:
     assert [format_eta(s) for s in (0, 59.4, 61, 3725)] == ["0s", "59s", "1m01s", "1h02m"]
+
+
+def test_repro_command_reloads_user_case_files(run_dir: Path) -> None:
+    """A case from `--case my cases.py` reruns only if repro loads that file again (quoted for the shell)."""
+    fp = FP | {summary.CASE_SOURCES_KEY: "'my cases.py' cases.moe"}
+    text = render_summary(read_results(run_dir), fp)
+    assert (
+        "`python -m harness repro moe.bf16_main --case 'my cases.py' --case cases.moe --seed 4242 --backend cpu`"
+        in text
+    )
