@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -97,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("old", type=Path)
     compare.add_argument("new", type=Path)
+    nightly = report_sub.add_parser("nightly", help="compare a run with its platform's committed baseline")
+    nightly.add_argument("run_dir", type=Path)
+    baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
+    baseline.add_argument("run_dir", type=Path)
     return parser
 
 
@@ -153,11 +159,11 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
     finally:
         progress.close()
         writer.close()
-        _write_reports(run_dir, writer.results, backend)
+        _write_reports(run_dir, writer.results, backend, list(args.case))
     return writer.results, run_dir
 
 
-def _progress(total: int):  # type: ignore[no-untyped-def]
+def _progress(total: int) -> Any:
     try:
         from harness.progress import Progress
     except ImportError:
@@ -178,13 +184,15 @@ class _PlainProgress:
         pass
 
 
-def _write_reports(run_dir: Path, results: list[Result], backend: str) -> None:
+def _write_reports(run_dir: Path, results: list[Result], backend: str, case_sources: list[str]) -> None:
     write_junit(run_dir / "junit.xml", results)
     fingerprint: dict[str, str] = {"backend": backend}
     try:
         from harness import fingerprint as fp_module
 
         fingerprint = fp_module.collect(backend)
+        # Repro commands of user case files need the files: summary.md prints them with --case.
+        fingerprint["case_sources"] = shlex.join(case_sources)
         fp_module.write(run_dir, fingerprint)
     except ImportError:
         pass
@@ -200,11 +208,9 @@ def _write_reports(run_dir: Path, results: list[Result], backend: str) -> None:
 
 def _render_summary(run_dir: Path, results: list[Result], fingerprint: dict[str, str]) -> str:
     try:
-        import pandas as pd
+        from harness.summary import read_results, render_summary
 
-        from harness.summary import render_summary
-
-        return render_summary(pd.read_csv(run_dir / "results.csv", keep_default_na=False), fingerprint)
+        return render_summary(read_results(run_dir), fingerprint)
     except ImportError:
         return basic_summary(results)
 
@@ -260,9 +266,14 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name:<48} {case.family:<20} expect={case.expect}")
             return 0
         if args.command == "report":
-            from harness.baseline import main_compare
+            from harness import baseline
 
-            return main_compare(args.old, args.new)
+            if args.report_command == "nightly":
+                return baseline.main_nightly(args.run_dir)
+            if args.report_command == "baseline":
+                print(f"baseline written: {baseline.update(args.run_dir)}")
+                return 0
+            return baseline.main_compare(args.old, args.new)
         if args.command == "repro":
             cases = [c for c in select_cases(args.case, None) if c.name == args.name]
             if not cases:

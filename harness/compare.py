@@ -134,8 +134,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Compariso
         error = 0.0 if not differs.any() else math.inf
         if not bad.any() and differs.any():
             # Integers carry no magnitude semantics (ids, counts): report the normalised max difference.
-            diff = (out_c.long() - ref_c.long()).abs().max().item()
-            error = diff / (ref_c.long().abs().max().item() + DENOMINATOR_EPS)
+            int_diff = (out_c.long() - ref_c.long()).abs().max().item()
+            error = int_diff / (ref_c.long().abs().max().item() + DENOMINATOR_EPS)
     indices = [tuple(int(i) for i in idx) for idx in differs.nonzero()[:MAX_REPORTED_INDICES].tolist()]
     return Comparison(
         error=float(error),

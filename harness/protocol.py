@@ -8,6 +8,7 @@ NaN or poison in one pattern or the other.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -343,11 +344,11 @@ def _live_graph_rows(
 
     A runtime that lets one graph's pool or parameters leak into another's shows up as a stale replay.
     """
-    graphs = []
+    graphs: list[tuple[Any, dict[str, torch.Tensor]]] = []
     try:
         for _ in range(live_graphs):
             static = _clone_all(inputs_a)
-            graphs.append((be.capture(lambda s=static: case.op(**s), warmup=0), static))
+            graphs.append((be.capture(functools.partial(_call_op, case, static), warmup=0), static))
         rows = []
         for turn in range(2):  # two interleaved rounds: every graph replays after all the others did
             for g, (graph, static) in enumerate(graphs):
@@ -375,6 +376,10 @@ def _live_graph_rows(
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:
+    return case.op(**inputs)
 
 
 def _row_factory(case: Case, be: GraphBackend, pattern: int, seed_a: int) -> Callable[..., Row]:

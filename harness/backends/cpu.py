@@ -169,7 +169,7 @@ class CpuBackend(GraphBackend):
             raise CaptureError(f"op must return a tensor or a tuple of tensors, got {type(result).__name__}")
         return CpuGraph(recorder.nodes, outputs, self._pattern)
 
-    def poisoned_allocation(self, pattern: int):  # type: ignore[override]
+    def poisoned_allocation(self, pattern: int) -> contextlib.AbstractContextManager[None]:
         return _CpuPoison(self, pattern)
 
     def describe(self) -> str:
@@ -210,7 +210,7 @@ def _looks_like_sync(exc: BaseException) -> bool:
     return False
 
 
-class _CpuPoison:
+class _CpuPoison(contextlib.AbstractContextManager[None]):
     """Context manager: deterministic fill plus byte-pattern fill of factory results, for one pattern."""
 
     def __init__(self, backend: CpuBackend, pattern: int) -> None:
