@@ -26,8 +26,11 @@ BENCHES: dict[str, list[str]] = {
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--out-dir", type=Path, default=REPO / "reports" / "runs" / "bench")
-    parser.add_argument("names", nargs="*", choices=[*BENCHES, []], help="default: all")
+    parser.add_argument("names", nargs="*", help=f"default: all of {', '.join(BENCHES)}")
     args = parser.parse_args(argv)
+    unknown = [n for n in args.names if n not in BENCHES]
+    if unknown:  # argparse's choices reject an empty nargs="*" list on Python 3.11, so check here
+        parser.error(f"unknown benchmark(s) {unknown}; allowed: {', '.join(BENCHES)}")
     args.out_dir.mkdir(parents=True, exist_ok=True)
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
