@@ -41,7 +41,9 @@ def lib() -> types.ModuleType:
 
 
 def graph_node_kinds(raw_graph: int) -> dict[str, int]:
-    """Counts of node kinds of a cudaGraph_t / hipGraph_t handle (CUDAGraph.raw_cuda_graph())."""
+    """Counts of node kinds of a cudaGraph_t / hipGraph_t handle (CUDAGraph.raw_cuda_graph() of a graph made with
+    keep_graph=True, before its reset()). On CUDA the types come from the driver's cuGraphNodeGetType: the
+    runtime's cudaGraphNodeGetType fails on batch-memop nodes (graph_platform.hip, node_get_type)."""
     return dict(lib().node_kinds(int(raw_graph)))
 
 
@@ -199,6 +201,13 @@ def memop_capture_probe(n: int = 1024) -> dict[str, object]:
     Returns {"node_kinds": {...}, "flag_after_capture": int, "flag_after_replay": int, "ok": bool}. A runtime
     that records memops shows batch_mem_op nodes and leaves the slot's flag at its initial 0 during capture;
     one that executes them during capture may show no batch_mem_op nodes (ROCm before rocm-systems#8911).
+    If the node kinds cannot be read, "node_kinds" is {} and "node_kinds_error" says why.
+
+    NOTE on the graph handle: keep_graph=True, or capture_end instantiates and destroys the cudaGraph_t at once
+    (torch 2.11 aten/src/ATen/cuda/CUDAGraph.cpp capture_end: `if (!keep_graph_) { instantiate();
+    cudaGraphDestroy(graph_); }`); with it, raw_cuda_graph() stays valid until reset() and replay()
+    instantiates on first use (CUDAGraph::replay). No MemPool here: the capture's own private pool is
+    released by reset(), which never empties caches, so this is safe next to any pool context.
     """
     x = torch.arange(n, device="cuda", dtype=torch.float32)
     memop_affine(x)  # warm-up: builds the module, initializes the eager slot
@@ -206,25 +215,29 @@ def memop_capture_probe(n: int = 1024) -> dict[str, object]:
     before = len(_GRAPH_SLOTS)
     g = torch.cuda.CUDAGraph(keep_graph=True)
     stream = torch.cuda.Stream()
-    with torch.cuda.stream(stream):
-        g.capture_begin()
-        y = memop_affine(x)
-        g.capture_end()
-    slot = _GRAPH_SLOTS[before]
-    kinds = graph_node_kinds(g.raw_cuda_graph())
-    flag_after_capture = int(lib().slot_flag(slot))
-    g.instantiate()
-    g.replay()
-    torch.cuda.synchronize()
-    ok = bool(torch.equal(y, x * 2 + 1))
-    result = {
-        "node_kinds": kinds,
-        "flag_after_capture": flag_after_capture,
-        "flag_after_replay": int(lib().slot_flag(slot)),
-        "ok": ok,
-    }
-    g.reset()
-    return result
+    stream.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(stream):
+            g.capture_begin()
+            try:
+                y = memop_affine(x)
+            finally:
+                g.capture_end()  # always leave capture mode, also when the op raised
+        torch.cuda.current_stream().wait_stream(stream)
+        slot = _GRAPH_SLOTS[before]
+        result: dict[str, object] = {}
+        try:
+            result["node_kinds"] = graph_node_kinds(g.raw_cuda_graph())
+        except RuntimeError as exc:
+            result["node_kinds"], result["node_kinds_error"] = {}, str(exc)
+        result["flag_after_capture"] = int(lib().slot_flag(slot))
+        g.replay()
+        torch.cuda.synchronize()
+        result["ok"] = bool(torch.equal(y, x * 2 + 1))
+        result["flag_after_replay"] = int(lib().slot_flag(slot))
+        return result
+    finally:
+        g.reset()
 
 
 # ------------------------------------------------------------------------ per-graph parameter cells

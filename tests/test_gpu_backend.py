@@ -1,14 +1,21 @@
 """Tests for harness/backends/gpu.py: capture/replay, capture failure classification, the poisoning allocator,
-node inspection. Marked `gpu`: skipped without a CUDA/ROCm device. The CPU-side helpers (classification of
-runtime messages, output flattening) are tested everywhere.
+node inspection, pool lifetime. Marked `gpu`: skipped without a CUDA/ROCm device. The CPU-side helpers
+(classification of runtime messages, output flattening, the lifetime bookkeeping's refusals) run everywhere.
+
+Pool lifetime is what killed the first H200 run (torch 2.11: ~MemPool with a pool context open asserts
+captures_underway.empty() and aborts): the lifetime tests below release, drop and fail graphs inside an open
+poisoned scope and then keep using the process. An abort still costs only the test that ran it under xdist (the
+worker is replaced); the autouse fixture fails the test that left a pool context open before a later one aborts.
 """
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 
-from harness.backends.gpu import classify_capture_failure, flatten_outputs
+from harness.backends.gpu import _Lifetime, classify_capture_failure, flatten_outputs, lifetime_state
 from harness.errors import CaptureError, CaptureSyncError
 
 gpu = pytest.mark.gpu
@@ -45,7 +52,31 @@ def test_flatten_outputs_rejects_non_tensors() -> None:
         flatten_outputs((t, 3))
 
 
+def test_lifetime_never_frees_while_a_context_is_open_or_after_a_fault() -> None:
+    """Method: hand a released graph to a fresh _Lifetime, drain with a context open, then with frees forbidden.
+    Expected: nothing is touched either time (drain returns before any CUDA call); it stays pending."""
+    life = _Lifetime()
+    life.retire(object(), None)
+    with life.opened():
+        life.drain()
+    assert len(life.graphs) == 1 and life.open == 0
+    life.forbid_frees("device fault (test)")
+    life.drain()
+    assert len(life.graphs) == 1 and life.frees_forbidden == "device fault (test)"
+
+
 # ------------------------------------------------------------------------------------------- on a GPU
+
+
+@pytest.fixture(autouse=True)
+def _pool_contexts_closed_after_each_test(request):  # type: ignore[no-untyped-def]
+    """A test that leaves a pool context open (or forbids frees) would make a later one abort in ~MemPool:
+    fail the test that did it instead."""
+    yield
+    if request.node.get_closest_marker("gpu") and torch.cuda.is_available():
+        state = lifetime_state()
+        assert state["open"] == 0 and not state["frees_forbidden"], state
+        assert not torch.cuda.is_current_stream_capturing()
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +129,17 @@ def test_unjoined_fork_is_capture_error(backend) -> None:  # type: ignore[no-unt
             _ = x * 3
         return x + 1
 
-    with backend.poisoned_allocation(0xFF), pytest.raises(CaptureError) as info:
-        backend.capture(fork_without_join)
+    with backend.poisoned_allocation(0xFF):
+        with pytest.raises(CaptureError) as info:
+            backend.capture(fork_without_join)
+        # capture_end threw (cudaErrorStreamCaptureUnjoined) before endAllocateToPool: the backend removed the
+        # stale captures_underway entry, so the next capture and this scope's exit must still work.
+        assert not torch.cuda.is_current_stream_capturing()
+        graph = backend.capture(lambda: x + 2)
+        graph.replay()
+        backend.synchronize()
+        assert torch.equal(graph.outputs[0], x + 2)
+        graph.release()
     assert type(info.value) is CaptureError, str(info.value)
 
 
@@ -179,3 +219,67 @@ def test_memory_returns_after_release(backend) -> None:  # type: ignore[no-untyp
             backend.capture(lambda: x * 2, warmup=0).release()
         backend.synchronize()
         assert backend.memory_in_use() - start < 64 << 20
+
+
+@gpu
+def test_release_inside_scope_then_capture_again(backend) -> None:  # type: ignore[no-untyped-def]
+    """Method: the protocol's order: inside one poisoned scope capture, replay, release, capture again (five
+    times), then leave the scope. Expected: no abort; every released pool is destroyed by the time the scope
+    is left (pools_pending 0), and the pools this test made are gone (pools_alive back where it was)."""
+    x = torch.arange(4096, device="cuda", dtype=torch.float32)
+    before = lifetime_state()
+    with backend.poisoned_allocation(0xFF):
+        for i in range(5):
+            graph = backend.capture(lambda i=i: x * 2 + i)
+            graph.replay()
+            backend.synchronize()
+            assert torch.equal(graph.outputs[0], x * 2 + i)
+            graph.release()
+            assert lifetime_state()["pools_pending"] == 0
+    after = lifetime_state()
+    assert after["pools_pending"] == 0 and after["pools_alive"] <= before["pools_alive"], (before, after)
+
+
+@gpu
+def test_graph_dropped_without_release_is_freed_at_a_safe_point(backend) -> None:  # type: ignore[no-untyped-def]
+    """Method: drop a captured graph without release() and run the garbage collector inside the scope, then
+    capture again. Expected: no abort (GC only hands the pool over); the next capture destroys it."""
+    x = torch.ones(1024, device="cuda")
+    with backend.poisoned_allocation(0x7F):
+        graph = backend.capture(lambda: x * 3)
+        del graph
+        gc.collect()
+        assert lifetime_state()["pools_pending"] >= 1
+        again = backend.capture(lambda: x * 4)
+        assert lifetime_state()["pools_pending"] == 0
+        again.replay()
+        backend.synchronize()
+        assert torch.equal(again.outputs[0], x * 4)
+        again.release()
+
+
+@gpu
+def test_every_failure_kind_then_a_clean_scope(backend) -> None:  # type: ignore[no-untyped-def]
+    """Method: in one process and one scope: a host sync (capture_sync), an op error under capture, a released
+    graph; then a second scope with a capture. Expected: each failure is classified and the process stays
+    usable; no frees are forbidden."""
+    x = torch.ones(64, device="cuda")
+
+    def picky() -> torch.Tensor:
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("this op cannot be captured")
+        return x + 1
+
+    with backend.poisoned_allocation(0xFF):
+        with pytest.raises(CaptureSyncError):
+            backend.capture(lambda: x * x.sum().item())
+        with pytest.raises(CaptureError, match="cannot be captured"):
+            backend.capture(picky)
+        backend.capture(lambda: x - 1).release()
+    with backend.poisoned_allocation(0x7F):
+        graph = backend.capture(lambda: x * 5)
+        graph.replay()
+        backend.synchronize()
+        assert torch.equal(graph.outputs[0], x * 5)
+        graph.release()
+    assert not lifetime_state()["frees_forbidden"]

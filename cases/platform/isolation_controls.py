@@ -1,9 +1,9 @@
 """Isolation controls (issue 3, item 4): a case that faults the device and cases that hang or kill the process.
 
 They prove that the runner's worker isolation turns a dead or hung case into `crash` / `timeout` and loses no
-other case's rows. Never run them in the pytest process: ISOLATION_ONLY names them so in-process loops skip
-them (tests/test_platform_cases.py runs each in a subprocess instead). GPU-only: registered when
-`torch.cuda.is_available()` at import.
+other case's rows. Never run them in the pytest process: their `expect` (crash / timeout) is what in-process
+loops test for (cases/test_registry.py sends them through the isolated runner, tests/test_platform_cases.py
+runs each in a subprocess). GPU-only: registered when `torch.cuda.is_available()` at import.
 
 NOTE on the illegal address: CUDA reports the fault at the next synchronizing call as an exception
 (torch.AcceleratorError, "an illegal memory access was encountered") and the context is unusable afterwards
@@ -17,8 +17,6 @@ import torch
 
 from cases.platform._shared import affine_reference, vector_inputs
 from harness import Case, register
-
-ISOLATION_ONLY = frozenset({"isolation_illegal_address", "isolation_abort", "isolation_spin_forever"})
 
 if torch.cuda.is_available():
     from kernels import platform_ops as P

@@ -1,9 +1,8 @@
 """Rebuilds and live graphs: 100 recaptures without memory growth, 32 graphs alive and replayed interleaved.
 
-These ops work with plain replay (they pass it); they are meant to run with the protocol's stress knobs, listed
-in STRESS_KNOBS (`check(case, backend, **STRESS_KNOBS[name])`, or `--rebuilds 100` / `--live-graphs 32`). The
-two controls only bite under their knob: plain replay has one live graph per case and two captures, so there
-they would pass, which is why they are listed in KNOB_ONLY_CONTROLS for runners that do not apply knobs.
+Each case carries its stress on the Case itself (`rebuilds=100` / `live_graphs=32`; the protocol applies the
+larger of the case's and the run's knob), so `harness verify`, `pytest cases/` and a plain `check(case)` all
+run it the same way. The two controls bite only under that stress: with plain replay they would pass.
 GPU-only: registered when `torch.cuda.is_available()` at import.
 """
 
@@ -14,13 +13,8 @@ import torch
 from cases.platform._shared import affine_reference, vector_inputs
 from harness import Case, register
 
-STRESS_KNOBS: dict[str, dict[str, int]] = {
-    "platform_rebuild_100": {"rebuilds": 100},
-    "platform_rebuild_leak_control": {"rebuilds": 100},
-    "platform_live_graphs_32": {"live_graphs": 32},
-    "platform_live_graphs_ring16_control": {"live_graphs": 32},
-}
-KNOB_ONLY_CONTROLS = frozenset({"platform_rebuild_leak_control", "platform_live_graphs_ring16_control"})
+REBUILDS = 100
+LIVE_GRAPHS = 32  # twice the control's ring of 16 (kernels/platform_ops.py RING_CAPACITY)
 
 
 def two_kernel_affine(x: torch.Tensor) -> torch.Tensor:
@@ -36,7 +30,8 @@ if torch.cuda.is_available():
             vector_inputs,
             two_kernel_affine,
             affine_reference,
-            note="run with rebuilds=100: each recapture replays right and device memory stays flat",
+            rebuilds=REBUILDS,
+            note="100 rebuilds: each recapture replays right and device memory stays flat",
         )
     )
     register(
@@ -46,7 +41,8 @@ if torch.cuda.is_available():
             P.affine_leaky,
             affine_reference,
             expect="capture_error",
-            note="negative control, run with rebuilds=100: every capture keeps an 8 MiB graph-pool buffer "
+            rebuilds=REBUILDS,
+            note="negative control, 100 rebuilds: every capture keeps an 8 MiB graph-pool buffer "
             "alive (~800 MiB growth past the 64 MiB bound); passes plain replay",
         )
     )
@@ -56,7 +52,8 @@ if torch.cuda.is_available():
             vector_inputs,
             P.affine_cell,
             affine_reference,
-            note="run with live_graphs=32: each graph reads its source address from its own parameter cell",
+            live_graphs=LIVE_GRAPHS,
+            note="32 live graphs: each graph reads its source address from its own parameter cell",
         )
     )
     register(
@@ -66,7 +63,8 @@ if torch.cuda.is_available():
             P.affine_cell_ring16,
             affine_reference,
             expect="stale_replay",
-            note="negative control, run with live_graphs=32: cells come from a ring of 16, so graph 17 "
+            live_graphs=LIVE_GRAPHS,
+            note="negative control, 32 live graphs: cells come from a ring of 16, so graph 17 "
             "overwrites graph 1's source address; passes plain replay",
         )
     )

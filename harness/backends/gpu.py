@@ -9,22 +9,48 @@ capture. Sharing one pool between graphs is only safe when they replay in captur
 live-graph stress replays them interleaved. Graph segments are allocated during capture with the capturing
 stream current, so the allocator's memset is recorded as a memset node and re-poisons them on every replay.
 
-NOTE on the eager pool: torch's allocator routes an allocation to the first pool in its `captures_underway`
-list whose filter matches (CUDACachingAllocator get_pool), and `use_mem_pool` matches the whole thread. An
-eager pool left active during capture would therefore swallow the graph's allocations, so `capture`
-suspends it and resumes it afterwards.
+NOTE on the eager pool: torch's allocator routes an allocation to the first entry of its `captures_underway`
+list whose filter matches (CUDACachingAllocator get_pool), and `use_mem_pool` registers one there whose filter
+matches the whole thread (torch/cuda/memory.py use_mem_pool -> _cuda_beginAllocateCurrentThreadToPool). An
+eager pool left active during capture would swallow the graph's allocations, so `capture` suspends it.
 
-NOTE on pool lifetime: ~MemPool asserts that nothing but the Python object still uses the pool (torch 2.11,
-c10/cuda/MemPool); an assertion in a destructor terminates the process. A pool whose use count is not 1
-after its graph is reset (a failed capture can leave one) is parked in `_PARKED_POOLS` for the rest of the
-process instead of being destroyed.
+NOTE on pool lifetime (torch 2.11, measured on an H200: "captures_underway.empty() INTERNAL ASSERT FAILED at
+CUDACachingAllocator.cpp:3662 ... MemPool::~MemPool"). The chain, from torch's source:
+  * MemPool::~MemPool (aten/src/ATen/cuda/MemPool.cpp) calls releasePool(id) and then emptyCache(id).
+  * releasePool decrements the pool's use_count; at 0 the pool goes to graph_pools_freeable. use_count is 1 for
+    the MemPool object (createOrIncrefPool), +1 per open use_mem_pool context or capture (beginAllocateToPool
+    -> create_or_incref_pool), -1 when the context exits (use_mem_pool calls _cuda_releasePool) or the graph
+    is reset (CUDAGraph::reset -> releasePool, only if capture_end completed).
+  * emptyCache(id) -> release_cached_blocks(ctx, id): for a freeable pool with that id it calls
+    synchronize_and_free_events, which starts with TORCH_INTERNAL_ASSERT(captures_underway.empty()).
+  * captures_underway holds one entry per open use_mem_pool context and per capture, on every thread.
+So destroying the last reference to a MemPool while any pool context or capture is open aborts the process
+(an exception thrown from a destructor). The old code released graph pools inside `poisoned_allocation`, with
+the eager pool's use_mem_pool context open: every case that got as far as a replay died there.
+The rules here:
+  * Every MemPool this module creates is held in `_LIFE` from birth to death; nothing else ever drops the
+    last reference. A released pool is destroyed only by `_Lifetime.drain`, which runs only at a safe point:
+    no eager context or capture of this module open (a counter), the current stream not capturing, no
+    device fault seen, and nobody else holding the pool (its refcount; a traceback frame, say).
+  * Explicit releases inside a poisoned scope (`GpuCapturedGraph.release`, the protocol's rebuild loop) close
+    the eager context for the moment of the drain and reopen it, so memory comes back at once (the rebuild
+    stress bounds device-memory growth).
+  * `__del__` never destroys anything: it hands the graph and pool to `_LIFE` (GC may run mid-capture).
+  * A capture whose capture_end failed keeps its graph and pool forever: CUDAGraph::capture_end throws at
+    cudaStreamEndCapture before endAllocateToPool (aten/src/ATen/cuda/CUDAGraph.cpp), and the host
+    allocator's begin_allocate_to_pool filter keeps a pointer to the CUDAGraph that nothing removes.
+  * After a device fault nothing is destroyed again (emptyCache would throw from a destructor), and at exit
+    every pool still alive is leaked on purpose (Py_IncRef): the driver frees the memory with the process.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import ctypes
 import pathlib
 import re
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -50,10 +76,134 @@ _SYNC_PATTERNS = re.compile(
     r"|data-dependent|dynamic shape",
     re.IGNORECASE,
 )
+# torch >= 2.8 raises AcceleratorError for asynchronous device errors (illegal address, device-side assert).
+_DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
+    t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
+)
 
-_PARKED_POOLS: list[Any] = []  # see the module note on pool lifetime
 _ALLOCATOR_LOCK = threading.Lock()
 _ALLOCATOR: dict[str, Any] = {}  # "lib", "allocator", "ctypes", "error": loaded once per process
+
+
+class _Lifetime:
+    """Process-wide owner of every MemPool and released CUDAGraph of this module (module note on lifetime)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.open = 0  # eager use_mem_pool contexts and captures of this module open now, all threads
+        self.pools: dict[int, Any] = {}  # id(pool) -> MemPool, from creation until destroyed by drain()
+        self.retired: list[int] = []  # keys of released pools, destroyed at the next safe point
+        self.graphs: list[Any] = []  # released CUDAGraphs, reset and dropped at the next safe point
+        self.kept: list[Any] = []  # never destroyed (failed capture_end); see keep_forever
+        self.frees_forbidden = ""  # why nothing may be destroyed any more in this process ("": allowed)
+
+    def new_pool(self, allocator: Any) -> Any:
+        pool = torch.cuda.MemPool(allocator.allocator())
+        with self.lock:
+            self.pools[id(pool)] = pool
+        return pool
+
+    def retire(self, graph: Any, pool: Any) -> None:
+        """Hand a released graph and/or pool over; never destroys anything (safe from __del__, mid-capture)."""
+        with self.lock:
+            if graph is not None:
+                self.graphs.append(graph)
+            if pool is not None and id(pool) in self.pools:
+                self.retired.append(id(pool))
+
+    def keep_forever(self, graph: Any, pool: Any) -> None:
+        with self.lock:
+            for obj in (graph, pool):
+                if obj is not None:
+                    self.kept.append(obj)
+                    _leak(obj)
+            if pool is not None:
+                self.pools.pop(id(pool), None)
+
+    def forbid_frees(self, why: str) -> None:
+        with self.lock:
+            if not self.frees_forbidden:
+                self.frees_forbidden = why
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[None]:
+        """Count a pool context or capture as open for the scope: drain() does nothing while any is."""
+        with self.lock:
+            self.open += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.open -= 1
+
+    def pending(self) -> bool:
+        return bool(self.retired or self.graphs)
+
+    def drain(self) -> None:
+        """Destroy released graphs and pools, if this is a safe point (module note on pool lifetime)."""
+        with self.lock:
+            if self.open or self.frees_forbidden or not self.pending():
+                return
+            try:
+                if torch.cuda.is_current_stream_capturing():  # someone else's capture: captures_underway busy
+                    return
+                # ~MemPool's emptyCache synchronizes the pool's events with C10_CUDA_CHECK inside a destructor:
+                # a sticky device error found there would terminate the process. Find it here instead.
+                torch.cuda.synchronize()
+            except BaseException as exc:
+                self.forbid_frees(f"device unusable before freeing pools: {type(exc).__name__}: {exc}")
+                return
+            graphs, self.graphs = self.graphs, []
+            while graphs:
+                graph = graphs.pop()
+                with contextlib.suppress(Exception):  # reset() twice is a no-op (CUDAGraph::reset)
+                    graph.reset()
+                del graph
+            retired, self.retired = self.retired, []
+            for key in retired:
+                pool = self.pools.get(key)
+                if pool is None:
+                    continue
+                # Holders now: self.pools, `pool`, getrefcount's argument. More means someone (a traceback
+                # frame, a test) still holds it: their last decref could land mid-scope, so wait for it.
+                if sys.getrefcount(pool) > 3:
+                    self.retired.append(key)
+                    continue
+                del self.pools[key]
+                del pool  # ~MemPool: releasePool, then emptyCache(id) with no capture underway
+
+    def at_exit(self) -> None:
+        """Leak what is still alive: interpreter teardown order is arbitrary and the driver frees it anyway."""
+        with self.lock:
+            for obj in [*self.pools.values(), *self.graphs]:
+                _leak(obj)
+
+
+def _leak(obj: Any) -> None:
+    """One reference nobody gives back, so the object's destructor never runs (not even at interpreter exit)."""
+    with contextlib.suppress(Exception):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+_LIFE = _Lifetime()
+atexit.register(_LIFE.at_exit)
+
+
+def lifetime_state() -> dict[str, Any]:
+    """Diagnostics for tests and bench/gpu_smoke.py: open contexts, pools alive, releases not yet destroyed."""
+    with _LIFE.lock:
+        return {
+            "open": _LIFE.open,
+            "pools_alive": len(_LIFE.pools),
+            "pools_pending": len(_LIFE.retired),
+            "graphs_pending": len(_LIFE.graphs),
+            "kept_forever": len(_LIFE.kept),
+            "frees_forbidden": _LIFE.frees_forbidden,
+        }
+
+
+def _is_device_fault(exc: BaseException | None) -> bool:
+    return exc is not None and bool(_DEVICE_FAULTS) and isinstance(exc, _DEVICE_FAULTS)
 
 
 def classify_capture_failure(exc: BaseException) -> CaptureError:
@@ -110,39 +260,28 @@ def _load_poison_allocator() -> dict[str, Any]:
 
 
 def _new_pool() -> Any:
-    """A MemPool on the poisoning allocator, or a plain graph pool handle where that is unavailable."""
+    """A MemPool on the poisoning allocator (owned by _LIFE), or None where that is unavailable."""
     loaded = _load_poison_allocator()
     if "allocator" in loaded:
-        return torch.cuda.MemPool(loaded["allocator"].allocator())
+        return _LIFE.new_pool(loaded["allocator"])
     return None
 
 
-def _pool_id(pool: Any) -> Any:
-    return pool.id if pool is not None else torch.cuda.graph_pool_handle()
-
-
-def _drop_pool(pool: Any) -> None:
-    if pool is None:
-        return
-    use_count = pool.use_count() if hasattr(pool, "use_count") else 1
-    if use_count != 1:
-        _PARKED_POOLS.append(pool)
-
-
 def _end_allocate_to_pool(device: int, pool_id: Any) -> None:
-    """Undo capture_begin's routing of allocations to the graph pool when capture_end failed before it."""
-    for name in ("_cuda_endAllocateToPool", "_cuda_endAllocateCurrentStreamToPool"):
-        fn = getattr(torch._C, name, None)
-        if fn is not None:
-            with contextlib.suppress(Exception):  # already ended: torch raises "not currently recording"
-                fn(device, pool_id)
-            return
+    """Remove the capture's captures_underway entry that CUDAGraph::capture_end (or capture_begin) left behind
+    when it threw before endAllocateToPool; without this every later pool destruction asserts."""
+    fn = getattr(torch._C, "_cuda_endAllocateToPool", None)  # what use_mem_pool's exit calls (memory.py)
+    if fn is None:
+        _LIFE.forbid_frees("torch has no _cuda_endAllocateToPool: a failed capture may stay underway")
+        return
+    with contextlib.suppress(Exception):  # already ended: "endAllocatePool: not currently recording"
+        fn(device, pool_id)
 
 
 @contextlib.contextmanager
 def _sync_debug_error() -> Iterator[None]:
     """torch.cuda.set_sync_debug_mode("error") for the scope: a host sync raises before it reaches the runtime,
-    so the capture is not invalidated and the process stays usable."""
+    so the capture is not invalidated and the process stays usable. Restored even when the op raises."""
     previous = torch.cuda.get_sync_debug_mode()
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -152,8 +291,15 @@ def _sync_debug_error() -> Iterator[None]:
 
 
 class GpuCapturedGraph(CapturedGraph):
-    def __init__(self, graph: Any, pool: Any, outputs: tuple[torch.Tensor, ...], inspectable: bool) -> None:
-        # Attribute order matters: the graph must die before its pool (module note on pool lifetime).
+    def __init__(
+        self,
+        owner: GpuBackend,
+        graph: Any,
+        pool: Any,
+        outputs: tuple[torch.Tensor, ...],
+        inspectable: bool,
+    ) -> None:
+        self._owner = owner
         self._graph: Any = graph
         self._pool: Any = pool
         self.outputs = outputs
@@ -166,6 +312,8 @@ class GpuCapturedGraph(CapturedGraph):
         self._graph.replay()
 
     def node_kinds(self) -> dict[str, int] | None:
+        """Read from the kept cudaGraph_t: CUDAGraph(keep_graph=True) keeps graph_ after capture_end and
+        raw_cuda_graph() returns it until reset() (CUDAGraph.cpp capture_end / raw_cuda_graph / reset)."""
         if self._kinds is None and self._inspectable and self._graph is not None:
             from kernels.platform_ops import graph_node_kinds
 
@@ -173,17 +321,21 @@ class GpuCapturedGraph(CapturedGraph):
         return self._kinds
 
     def release(self) -> None:
-        if self._graph is None:
+        graph, pool = self._graph, self._pool
+        if graph is None and pool is None:
             return
+        self._graph = self._pool = None
         self.outputs = ()
-        self._graph.reset()
-        self._graph = None
-        pool, self._pool = self._pool, None
-        _drop_pool(pool)
+        _LIFE.retire(graph, pool)
+        del graph, pool  # _LIFE holds the only references now
+        self._owner._reclaim()
 
     def __del__(self) -> None:
+        # Never destroy here: GC can run mid-capture or inside a pool context (module note on pool lifetime).
         with contextlib.suppress(Exception):
-            self.release()
+            graph, pool = self._graph, self._pool
+            self._graph = self._pool = None
+            _LIFE.retire(graph, pool)
 
 
 class GpuBackend(GraphBackend):
@@ -204,42 +356,104 @@ class GpuBackend(GraphBackend):
         self._capture_stream = torch.cuda.Stream(self.device)
         self._eager_pool: Any = None
         self._eager_ctx: Any = None
+        self._eager_open: Any = None  # the _LIFE.opened() context counting the eager pool context
 
     # ------------------------------------------------------------------------------------- poisoning
     @contextlib.contextmanager
     def poisoned_allocation(self, pattern: int) -> Iterator[None]:
         if pattern not in (0xFF, 0x7F):
             raise ValueError(f"pattern must be 0xFF or 0x7F, got {pattern!r}")
+        if self._eager_pool is not None:
+            raise RuntimeError("poisoned_allocation scopes of one GpuBackend do not nest")
         loaded = _load_poison_allocator()
         if "ctypes" in loaded:
             loaded["ctypes"].graphsafe_set_pattern(pattern)
+        _LIFE.drain()  # what earlier scopes released, before this scope opens a pool context
         with deterministic_fill():
-            pool = _new_pool()
-            self._eager_pool = pool
-            self._resume_eager_pool()
+            # A fresh pool per scope: its segments are new, so they carry this scope's byte pattern.
+            self._eager_pool = _new_pool()
+            self._open_eager()
             try:
                 yield
-            finally:
-                torch.cuda.synchronize(self.device)
-                self._suspend_eager_pool()
-                self._eager_pool = None
-                _drop_pool(pool)
+            except BaseException as exc:
+                self._close_scope(exc)
+                raise
+            fault = self._close_scope(None)
+            if fault is not None:
+                raise fault
 
-    def _resume_eager_pool(self) -> None:
-        if self._eager_pool is not None and self._eager_ctx is None:
-            self._eager_ctx = torch.cuda.use_mem_pool(self._eager_pool, self.device)
-            self._eager_ctx.__enter__()
+    def _close_scope(self, body_error: BaseException | None) -> BaseException | None:
+        """Leave the scope without raising: synchronize, close the eager context, retire the eager pool, drain.
+        Returns the synchronize error (a device fault) for the caller to raise when the body itself did not."""
+        fault: BaseException | None = None
+        if _is_device_fault(body_error):
+            _LIFE.forbid_frees(f"device fault: {body_error}")
+        try:
+            torch.cuda.synchronize(self.device)
+        except BaseException as exc:  # the context is gone: emptyCache would throw from ~MemPool
+            _LIFE.forbid_frees(f"synchronize failed at scope exit: {type(exc).__name__}: {exc}")
+            fault = exc
+        try:
+            self._close_eager()  # bookkeeping only (endAllocateToPool + releasePool): safe after a fault
+        except BaseException as exc:
+            _LIFE.forbid_frees(f"closing the eager pool context failed: {type(exc).__name__}: {exc}")
+            fault = fault or exc
+        pool, self._eager_pool = self._eager_pool, None
+        _LIFE.retire(None, pool)
+        del pool
+        try:
+            _LIFE.drain()
+        except BaseException as exc:
+            _LIFE.forbid_frees(f"draining pools failed: {type(exc).__name__}: {exc}")
+            fault = fault or exc
+        return fault
 
-    def _suspend_eager_pool(self) -> None:
-        if self._eager_ctx is not None:
-            ctx, self._eager_ctx = self._eager_ctx, None
+    def _open_eager(self) -> None:
+        if self._eager_pool is None or self._eager_ctx is not None:
+            return
+        counter = _LIFE.opened()
+        counter.__enter__()
+        try:
+            ctx = torch.cuda.use_mem_pool(self._eager_pool, self.device)
+            ctx.__enter__()
+        except BaseException:
+            counter.__exit__(None, None, None)
+            raise
+        self._eager_ctx, self._eager_open = ctx, counter
+
+    def _close_eager(self) -> None:
+        if self._eager_ctx is None:
+            return
+        ctx, counter = self._eager_ctx, self._eager_open
+        self._eager_ctx = self._eager_open = None
+        try:
             ctx.__exit__(None, None, None)
+        finally:
+            counter.__exit__(None, None, None)
+
+    @contextlib.contextmanager
+    def _eager_suspended(self) -> Iterator[None]:
+        was_open = self._eager_ctx is not None
+        self._close_eager()
+        try:
+            yield
+        finally:
+            if was_open:
+                self._open_eager()
+
+    def _reclaim(self) -> None:
+        """Destroy released graphs and pools now, closing this backend's eager context for that moment."""
+        if not _LIFE.pending():
+            return
+        with self._eager_suspended():
+            _LIFE.drain()
 
     # --------------------------------------------------------------------------------------- capture
     def capture(self, fn: Callable[[], Any], *, warmup: int = 1) -> CapturedGraph:
         current = torch.cuda.current_stream(self.device)
-        # Warm-up on a side stream (torch's documented recipe): lazy init, cuBLAS handles and allocator
-        # state settle outside the capture. Exceptions here are the op's own and propagate unchanged.
+        # Warm-up on a side stream (torch's documented recipe: torch/cuda/graphs.py make_graphed_callables and
+        # the CUDA graphs notes): lazy init, cuBLAS handles and allocator state settle outside the capture.
+        # Exceptions here are the op's own and propagate unchanged.
         if warmup > 0:
             self._side_stream.wait_stream(current)
             with torch.cuda.stream(self._side_stream):
@@ -247,29 +461,42 @@ class GpuBackend(GraphBackend):
                     fn()
             current.wait_stream(self._side_stream)
         torch.cuda.synchronize(self.device)
+        self._reclaim()  # graphs released or collected since the last capture, before this one grows memory
 
         pool = _new_pool()
-        pool_id = _pool_id(pool)
+        pool_id = pool.id if pool is not None else torch.cuda.graph_pool_handle()
         graph, inspectable = self._new_graph()
-        self._suspend_eager_pool()
-        try:
-            result = self._capture_into(graph, pool_id, fn)
-        except BaseException:
+        with self._eager_suspended(), _LIFE.opened():
+            result, failure, ended = self._capture_into(graph, pool_id, fn)
+        if failure is None and inspectable:
+            try:
+                graph.instantiate()  # keep_graph=True: replay() would instantiate lazily (CUDAGraph::replay)
+            except BaseException as exc:
+                failure = exc
+        if failure is None:
+            try:
+                outputs = flatten_outputs(result)
+            except CaptureError as exc:
+                failure = exc
+        if failure is None:
+            return GpuCapturedGraph(self, graph, pool, outputs, inspectable)
+
+        result = None
+        if _is_device_fault(failure):
+            _LIFE.forbid_frees(f"device fault during capture: {failure}")
+        if ended:
+            # capture_end completed: endAllocateToPool ran; reset() releases the capture's pool use
+            # (CUDAGraph::reset -> releasePool), so graph and pool go like a released graph's.
             with contextlib.suppress(Exception):
                 graph.reset()
-            _PARKED_POOLS.append(pool)  # its use count is unknown after a failed capture
-            raise
-        finally:
-            self._resume_eager_pool()
-        if inspectable:
-            graph.instantiate()
-        try:
-            outputs = flatten_outputs(result)
-        except CaptureError:
-            graph.reset()
-            _drop_pool(pool)
-            raise
-        return GpuCapturedGraph(graph, pool, outputs, inspectable)
+            _LIFE.retire(graph, pool)
+        else:
+            _LIFE.keep_forever(graph, pool)
+        del graph, pool  # no frame of a traceback may hold the last reference to a pool
+        self._reclaim()
+        if isinstance(failure, FallbackEager | KeyboardInterrupt | SystemExit) or _is_device_fault(failure):
+            raise failure
+        raise classify_capture_failure(failure) from failure
 
     @staticmethod
     def _new_graph() -> tuple[Any, bool]:
@@ -279,13 +506,25 @@ class GpuBackend(GraphBackend):
         except TypeError:
             return torch.cuda.CUDAGraph(), False
 
-    def _capture_into(self, graph: Any, pool_id: Any, fn: Callable[[], Any]) -> Any:
-        """Capture one call of fn; always leaves the stream out of capture mode."""
+    def _capture_into(
+        self, graph: Any, pool_id: Any, fn: Callable[[], Any]
+    ) -> tuple[Any, BaseException | None, bool]:
+        """Capture one call of fn. Returns (result, failure, ended): ended is False when capture_begin or
+        capture_end threw. Never raises, and always leaves the stream out of capture mode where torch can."""
         failure: BaseException | None = None
         result: Any = None
+        ended = False
+        device = self.device.index if self.device.index is not None else torch.cuda.current_device()
         self._capture_stream.wait_stream(torch.cuda.current_stream(self.device))
+        still_capturing = False
         with torch.cuda.stream(self._capture_stream):
-            graph.capture_begin(pool=pool_id)
+            try:
+                # beginAllocateToPool runs before cudaStreamBeginCapture (CUDAGraph::capture_begin): a failed
+                # begin can leave the pool registered as capturing.
+                graph.capture_begin(pool=pool_id)
+            except BaseException as exc:
+                _end_allocate_to_pool(device, pool_id)
+                return None, exc, False
             try:
                 with _sync_debug_error():
                     result = fn()
@@ -293,15 +532,18 @@ class GpuBackend(GraphBackend):
                 failure = exc
             try:
                 graph.capture_end()  # ends capture even when the capture was invalidated (then it raises)
+                ended = True
             except BaseException as exc:
-                _end_allocate_to_pool(self.device.index or 0, pool_id)
+                # cudaStreamEndCapture threw before endAllocateToPool (CUDAGraph::capture_end).
+                _end_allocate_to_pool(device, pool_id)
                 failure = failure or exc
-        torch.cuda.current_stream(self.device).wait_stream(self._capture_stream)
-        if failure is None:
-            return result
-        if isinstance(failure, FallbackEager | KeyboardInterrupt | SystemExit):
-            raise failure
-        raise classify_capture_failure(failure) from failure
+                still_capturing = torch.cuda.is_current_stream_capturing()
+        if still_capturing:
+            _LIFE.forbid_frees("a failed capture left its stream capturing")
+            failure = CaptureError(f"capture could not be ended: {type(failure).__name__}: {failure}")
+        else:
+            torch.cuda.current_stream(self.device).wait_stream(self._capture_stream)
+        return result, failure, ended
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:

@@ -68,6 +68,39 @@ const char* node_kind_name(hipGraphNodeType type) {
   }
 }
 
+// NOTE on CUDA: the runtime's cudaGraphNodeGetType fails with cudaErrorUnknown on a batch-memop node (measured
+// on an H200, CUDA 13 driver 580, in memop_capture_probe): cudaGraphNodeType has no enumerator for the driver's
+// CU_GRAPH_NODE_TYPE_BATCH_MEM_OP (= 12; the runtime enum jumps from 0x0b to 0x0d, driver_types.h), so the
+// runtime cannot translate it. The driver's cuGraphNodeGetType knows every kind; its numbering is the runtime's
+// plus 12, which node_kind_name reads as GS_GRAPH_NODE_TYPE_BATCH_MEMOP. Resolved through the driver entry
+// point like the memops (no -lcuda). CUgraphNode and cudaGraphNode_t are the same handle (CUgraphNode_st*).
+#if defined(GS_BACKEND_CUDA)
+typedef CUresult (*gs_node_get_type_fn)(CUgraphNode, CUgraphNodeType*);
+
+hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) {
+  static gs_node_get_type_fn fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion("cuGraphNodeGetType", &p, 12000, cudaEnableDefault, &status) !=
+            cudaSuccess ||
+        status != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<gs_node_get_type_fn>(nullptr);
+    }
+    return reinterpret_cast<gs_node_get_type_fn>(p);
+  }();
+  if (fn == nullptr) return hipGraphNodeGetType(node, type);  // no driver entry: the runtime's answer
+  CUgraphNodeType cu_type = CU_GRAPH_NODE_TYPE_EMPTY;
+  CUresult r = fn(reinterpret_cast<CUgraphNode>(node), &cu_type);
+  if (r != CUDA_SUCCESS) return gs_cu_result_to_hip(r);
+  *type = static_cast<hipGraphNodeType>(static_cast<int>(cu_type));
+  return hipSuccess;
+}
+#else
+hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) { return hipGraphNodeGetType(node, type); }
+#endif
+
+// Count query first (nodes == nullptr returns the count), then the nodes: cudaGraphGetNodes / hipGraphGetNodes.
 std::map<std::string, int> node_kinds(uintptr_t graph_handle) {
   hipGraph_t graph = reinterpret_cast<hipGraph_t>(graph_handle);
   if (graph == nullptr) throw std::invalid_argument("node_kinds: graph handle is null");
@@ -78,7 +111,7 @@ std::map<std::string, int> node_kinds(uintptr_t graph_handle) {
   std::map<std::string, int> kinds;
   for (size_t i = 0; i < count; ++i) {
     hipGraphNodeType type;
-    check(hipGraphNodeGetType(nodes[i], &type), "hipGraphNodeGetType");
+    check(node_get_type(nodes[i], &type), "graph node type (cuGraphNodeGetType / hipGraphNodeGetType)");
     const char* name = node_kind_name(type);
     kinds[name ? std::string(name) : "type_" + std::to_string(static_cast<int>(type))] += 1;
   }
