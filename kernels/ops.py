@@ -272,3 +272,8 @@ def moe_combine_negative_control(
 def _(expert_out, weights, shared=None, routed_scale=1.0, out_dtype=None, defect=1):
     T, _, H, dtype, _ = _check_combine("moe_combine", expert_out, weights, shared, None, out_dtype)
     return expert_out.new_empty((T, H), dtype=dtype)
+
+
+# The grouped MoE GEMM registers in its own module (issue 5); importing kernels.ops registers every
+# graphsafe:: op of the kernels package's op families at once.
+from kernels import moe_gemm_ops  # noqa: E402, F401
