@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Compile every kernels/hip/*.hip for AMD and NVIDIA targets; any failure exits non-zero naming file and target.
+#
+#   Debian hipcc 5.2  -> gfx90a full object (-c). HIP_PLATFORM=amd: it picks NVIDIA when it finds nvcc.
+#   clang-19 -x hip   -> gfx942, gfx1100, gfx1201 device assembly (-S --cuda-device-only -nogpulib): Debian
+#                        ships no device libraries for them (PITFALLS.md, Portability).
+#   nvcc              -> sm_90 object (-c), compile only.
+# Usage: .ci/compile_hip.sh [file.hip ...]   (default: every kernels/hip/*.hip)
+# Installs hipcc/clang-19 with apt-get when missing (CI images); nvcc must come with the image.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+need() { command -v "$1" >/dev/null 2>&1; }
+if ! need hipcc || ! need clang-19; then
+  echo "installing hipcc clang-19" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq hipcc clang-19 >/dev/null || {
+    echo "FAIL: could not install hipcc/clang-19 (apt-get install hipcc clang-19)" >&2; exit 2; }
+fi
+need nvcc || { echo "FAIL: nvcc not found (install the CUDA toolkit)" >&2; exit 2; }
+
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+# pybind11 and Python headers: sources may carry their pybind11 layer (built by kernels/build.py, which
+# defines GS_MODULE_NAME); compiling it here too means CI covers the whole translation unit.
+py=.venv/bin/python; [ -x "$py" ] || py=python3
+pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysconfig.get_paths()["include"])') || {
+  echo "FAIL: pybind11 not importable by $py (pip install pybind11)" >&2; exit 2; }
+read -r pybind_inc python_inc <<<"$pyinc"
+inc=(-I kernels/hip -I kernels/cpu -isystem "$pybind_inc" -isystem "$python_inc")
+failures=0
+run() {  # run <file> <target> <command...>
+  local file=$1 target=$2; shift 2
+  if "$@" >"$out/log" 2>&1; then
+    echo "ok    $target  $file"
+  else
+    echo "FAIL  $target  $file"; sed 's/^/      /' "$out/log" | head -40
+    failures=$((failures + 1))
+  fi
+}
+
+shopt -s nullglob
+files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/hip/*.hip)  # args: a subset (or a negative control)
+[ ${#files[@]} -gt 0 ] || { echo "FAIL: no kernels/hip/*.hip found" >&2; exit 2; }
+for f in "${files[@]}"; do
+  base=$(basename "$f" .hip)
+  inc_mod=("${inc[@]}" "-DGS_MODULE_NAME=ci_$base")
+  run "$f" gfx90a env HIP_PLATFORM=amd hipcc -std=c++17 -O2 -ffp-contract=off --offload-arch=gfx90a "${inc_mod[@]}" \
+    -c "$f" -o "$out/$base.gfx90a.o"
+  for arch in gfx942 gfx1100 gfx1201; do
+    run "$f" "$arch" clang-19 -x hip -std=c++17 -O2 -ffp-contract=off --offload-arch="$arch" -nogpulib \
+      --cuda-device-only -S "${inc_mod[@]}" "$f" -o "$out/$base.$arch.s"
+  done
+  run "$f" sm_90 nvcc -x cu -std=c++17 -O2 -arch=sm_90 --fmad=false "${inc_mod[@]}" -c "$f" -o "$out/$base.sm_90.o"
+done
+if [ "$failures" -gt 0 ]; then
+  echo "$failures compile(s) failed"
+  exit 1
+fi
+echo "all ${#files[@]} HIP sources compiled for gfx90a, gfx942, gfx1100, gfx1201, sm_90"
