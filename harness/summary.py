@@ -21,31 +21,10 @@ from typing import Any
 
 import pandas as pd
 
-RESULT_COLUMNS: tuple[str, ...] = (
-    "case",
-    "family",
-    "backend",
-    "device",
-    "pattern",
-    "replay",
-    "seed_a",
-    "seed",
-    "eager_error",
-    "graph_error",
-    "graph_vs_eager",
-    "threshold",
-    "bit_exact",
-    "nonfinite",
-    "poisoned",
-    "row_verdict",
-    "verdict",
-    "expected",
-    "status",
-    "detail",
-    "capture_ms",
-    "replay_ms",
-    "eager_ms",
-)
+from harness.report import COLUMNS
+
+# One list of columns: the writer's (harness/report.py).
+RESULT_COLUMNS: tuple[str, ...] = tuple(COLUMNS)
 FLOAT_COLUMNS: tuple[str, ...] = (
     "eager_error",
     "graph_error",

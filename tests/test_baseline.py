@@ -302,8 +302,10 @@ def test_nightly_catches_a_broken_kernel_on_the_cpu_backend(tmp_path: Path) -> N
     assert [c.case for c in result.new_failures] == ["e2e.weight_scale"]
     assert [(c.old, c.new) for c in result.verdict_changes] == [("pass", "stale_replay")]
     assert baseline.main_nightly(broken, root) == 1
+    # The repro line names the user's case file: the case is not in the built-in suite.
+    case_file = tmp_path / "broken_cases.py"
     assert (
-        "python -m harness repro e2e.weight_scale --seed 0 --backend cpu"
+        f"python -m harness repro e2e.weight_scale --case {case_file} --seed 0 --backend cpu"
         in (broken / "summary.md").read_text()
     )
 
