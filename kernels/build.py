@@ -5,10 +5,11 @@ modules (or plain shared libraries for ctypes / ``CUDAPluggableAllocator``) with
 No torch headers are involved, which is why builds take seconds, not a minute (PITFALLS.md, Building:
 a torch C++ extension takes about 60 s for one tiny file).
 
-NOTE on build times, measured on the 2-core CI container (g++ 12.2, nvcc 13.0, hipcc 5.2):
-  g++ pybind11 module (tests/test_build.py tiny module):   cold ~3.5 s, warm (cache hit) ~1 ms
-  g++ moe_combine CPU module:                              cold ~5.7 s
-  nvcc -arch=sm_90 moe_combine pybind11 module:            cold ~11 s
+NOTE on build times, measured on the 2-core build container (load ~2-4 from other work; g++ 12.2, nvcc 13.0,
+Debian hipcc 5.2), pybind11 module of kernels/hip/moe_combine.hip or kernels/cpu/moe_combine.cpp:
+  g++ (cpu):              cold 6.4 s   warm 0.9 ms        (tests/test_build.py tiny module: cold 3.5-6.7 s)
+  nvcc -arch=sm_90:       cold 15.7 s  warm 0.7 ms        (16 template instantiations; 29 s under heavier load)
+  hipcc gfx90a:           cold 11.6 s  warm 1.2 ms
 A warm call only hashes sources and headers (compiler --version is memoised per process).
 
 Cache: ``kernels/_build/<name>-<key>/`` where ``key`` hashes the sources, every header under
