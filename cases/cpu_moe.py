@@ -1,11 +1,27 @@
 """CPU/hybrid MoE cases: every expert format and handshake mode, replayed with new routing (seed 000).
 
-CPU backend (always): each format through the recorded handshake, bf16 through the direct custom op, and
-the unrecorded handshake as the negative control (stale_replay). GPU (registered only with a device):
-memop, memop with explicit batch-memop nodes, hostfn (all pass after a passing probe), eager (a capture
-refusal: FallbackEager -> fallback_eager), and the unrecorded-memop fault forced into capture (stale_replay).
-Shapes stay small on CPU (E=4, H=128, I=64, 3 tokens) so the suite runs in seconds on CI's two cores;
-rebuilds and 19 live graphs run from tests/test_cpu_moe.py (harness.check's rebuilds/live_graphs).
+Cases are registered at import, before the backend is chosen, so each case's op picks its executor from the
+inputs' device (kernels/cpu_moe.py, module note on devices). A case names the handshake by what a graph does
+with it; each backend runs its own implementation of that handshake:
+
+| case mode    | cpu backend (emulated graph)          | gpu backend (CUDA/HIP graph)                        |
+|--------------|---------------------------------------|-----------------------------------------------------|
+| `recorded`   | staged copies + notify/wait custom op | memop, explicit batch-memop nodes (HIP's path)      |
+| `direct`     | the executor as one custom op         | hostfn: the CPU layer as one host-function node     |
+| `unrecorded` | notify/wait as a plain pybind11 call  | memops on a non-capturing stream (ROCm's failure)   |
+| `memop`      | recorded                              | memop, captured natively (BATCH_MEM_OP nodes)       |
+| `hostfn`     | direct                                | hostfn                                              |
+| `eager`      | direct computation, capture refused   | synchronizing copies, capture refused               |
+
+Always registered (CI's CPU backend, and the GPU): each format `recorded`, bf16 `direct`, and the negative
+control bf16 `unrecorded` (stale_replay, capture forced). Registered only with a device: each format `memop`,
+bf16 `hostfn`, bf16 `eager` (probe fails, capture raises FallbackEager -> fallback_eager), the unrecorded-memop
+fault forced into capture (stale_replay), and bf16 memop with 3 rebuilds and 19 live graphs (Case fields).
+On the gpu backend some bf16 names resolve to the same GPU handshake and share one executor (`direct` and
+`hostfn`; `recorded` and `memop_explicit`; `unrecorded` and `memop_unrecorded`); both names stay because
+the always-registered ones are what CI's cpu backend runs.
+Shapes: small on CPU (E=4, H=128, I=64, 3 tokens) so the suite runs in seconds on CI's two cores; the seed's
+layer on GPUs (E=8, H=512, I=256, batch 4, top_k 2).
 """
 
 from __future__ import annotations
@@ -24,22 +40,34 @@ GPU_SHAPE = (8, 512, 256, 4, 2)  # the seed's layer on GPUs: E, H, I, batch, top
 @functools.cache
 def bank(fmt: str, gpu: bool = False) -> cpu_moe.ExpertBank:
     e, h, i = GPU_SHAPE[:3] if gpu else (EXPERTS, HIDDEN, INTER)
-    return cpu_moe.make_bank(fmt, e, h, i, seed=hash(fmt) % 1000)
+    return cpu_moe.make_bank(fmt, e, h, i, seed=sum(map(ord, fmt)) % 1000)
+
+
+def resolve(mode: str, fault: str, device_type: str) -> tuple[str, bool, str]:
+    """(executor mode, explicit batch-memop nodes, Faults field) for a case mode on a device type."""
+    if device_type == "cuda":
+        if mode in cpu_moe.HANDSHAKE_ON_GPU:
+            return cpu_moe.HANDSHAKE_ON_GPU[mode]
+        return mode, fault == "explicit", "unrecorded_memop" if fault == "unrecorded" else ""
+    if device_type != "cpu":
+        raise ValueError(f"cpu_moe cases run on cpu or cuda devices, got {device_type!r}")
+    if mode in cpu_moe.HANDSHAKE_ON_CPU:
+        return ("unrecorded" if fault == "unrecorded" else cpu_moe.HANDSHAKE_ON_CPU[mode]), False, ""
+    return mode, False, ""
 
 
 @functools.cache
-def executor(fmt: str, mode: str, probe: bool = True, fault: str = "") -> cpu_moe.CpuMoeExecutor:
-    gpu = mode in cpu_moe.GPU_MODES
+def executor(
+    fmt: str, mode: str, explicit: bool, fault: str, probe: bool, device_type: str
+) -> cpu_moe.CpuMoeExecutor:
+    """One executor per resolved configuration, built on first use (inside the harness's warm-up)."""
+    gpu = device_type == "cuda"
     tokens, top_k = (GPU_SHAPE[3], GPU_SHAPE[4]) if gpu else (TOKENS, TOP_K)
+    faults = cpu_moe.Faults(**({fault: True} if fault else {}))
     ex = cpu_moe.CpuMoeExecutor(
-        bank(fmt, gpu),
-        top_k=top_k,
-        graph_sizes=(tokens,),
-        mode=mode,
-        device="cuda" if gpu else "cpu",
-        faults=cpu_moe.Faults(unrecorded_memop=fault == "unrecorded"),
+        bank(fmt, gpu), top_k=top_k, graph_sizes=(tokens,), mode=mode, device=device_type, faults=faults
     )
-    ex.explicit_memop_nodes = fault == "explicit"
+    ex.explicit_memop_nodes = explicit
     if probe:
         cpu_moe.probe_and_enable(ex)
     else:
@@ -47,58 +75,68 @@ def executor(fmt: str, mode: str, probe: bool = True, fault: str = "") -> cpu_mo
     return ex
 
 
-def _inputs(gpu: bool):
-    tokens, top_k = (GPU_SHAPE[3], GPU_SHAPE[4]) if gpu else (TOKENS, TOP_K)
-    experts, hidden = (GPU_SHAPE[0], GPU_SHAPE[1]) if gpu else (EXPERTS, HIDDEN)
-
-    def make(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
-        return cpu_moe.make_routing(seed, tokens, experts, top_k, hidden, device, torch.bfloat16)
-
-    return make
+def _make_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    gpu = torch.device(device).type == "cuda"
+    experts, hidden, _, tokens, top_k = GPU_SHAPE if gpu else (EXPERTS, HIDDEN, INTER, TOKENS, TOP_K)
+    return cpu_moe.make_routing(seed, tokens, experts, top_k, hidden, device, torch.bfloat16)
 
 
 def _case(
-    fmt: str, mode: str, *, expect: str = "pass", probe: bool = True, fault: str = "", note: str = ""
+    fmt: str,
+    mode: str,
+    *,
+    expect: str = "pass",
+    probe: bool = True,
+    fault: str = "",
+    note: str = "",
+    name: str = "",
+    rebuilds: int = 0,
+    live_graphs: int = 0,
 ) -> None:
-    gpu = mode in cpu_moe.GPU_MODES
-
     def op(hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor) -> torch.Tensor:
-        return executor(fmt, mode, probe, fault)(hidden, expert_ids, router_weights)
+        device_type = hidden.device.type
+        ex = executor(fmt, *resolve(mode, fault, device_type), probe, device_type)
+        return ex(hidden, expert_ids, router_weights)
 
     def reference(
         hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor
     ) -> torch.Tensor:
-        return cpu_moe.reference_moe(hidden, expert_ids, router_weights, bank(fmt, gpu))
+        return cpu_moe.reference_moe(
+            hidden, expert_ids, router_weights, bank(fmt, hidden.device.type == "cuda")
+        )
 
     suffix = f"_{fault}" if fault else ""
+    threshold = f"{fmt} threshold {cpu_moe.THRESHOLDS[fmt]} (kernels/cpu_moe.py THRESHOLDS: seed 000)"
     register(
         Case(
-            name=f"cpu_moe_{fmt}_{mode}{suffix}",
-            make_inputs=_inputs(gpu),
+            name=name or f"cpu_moe_{fmt}_{mode}{suffix}",
+            make_inputs=_make_inputs,
             op=op,
             reference=reference,
             tolerance=cpu_moe.THRESHOLDS[fmt],
             expect=expect,
-            note=note
-            or f"{fmt} threshold {cpu_moe.THRESHOLDS[fmt]} (kernels/cpu_moe.py THRESHOLDS: seed 000)",
+            note=f"{note}; {threshold}" if note else threshold,
+            rebuilds=rebuilds,
+            live_graphs=live_graphs,
         )
     )
 
 
 for _fmt in cpu_moe.FORMATS:
-    _case(_fmt, "recorded")
-_case("bf16", "direct")
+    _case(_fmt, "recorded", note="gpu backend: memop with explicit batch-memop nodes")
+_case("bf16", "direct", note="gpu backend: hostfn (the CPU layer as one host-function node)")
 _case(
     "bf16",
     "unrecorded",
     expect="stale_replay",
     probe=False,
-    note="negative control: notify/wait is a plain pybind11 call, so replay copies a stale host result",
+    note="negative control, capture forced: notify/wait runs at capture only (cpu: a plain pybind11 call; "
+    "gpu: memops on a non-capturing stream), so replay copies a stale host result",
 )
 
 if torch.cuda.is_available():
     for _fmt in cpu_moe.FORMATS:
-        _case(_fmt, "memop")
+        _case(_fmt, "memop", note="stream memops captured natively as BATCH_MEM_OP nodes")
     _case("bf16", "memop", fault="explicit", note="explicit batch-memop nodes, HIP's path, on any GPU")
     _case("bf16", "hostfn")
     _case(
@@ -114,4 +152,12 @@ if torch.cuda.is_available():
         expect="stale_replay",
         probe=False,
         note="fault: memops run during capture on a non-capturing stream (ROCm's shape), capture forced",
+    )
+    _case(
+        "bf16",
+        "memop",
+        name="cpu_moe_bf16_memop_rebuild_live",
+        rebuilds=3,
+        live_graphs=19,
+        note="3 recaptures and 19 live graphs replayed interleaved on one executor slot (seed 000)",
     )

@@ -6,10 +6,11 @@ every decode step must, on every graph replay: copy hidden states, expert ids an
 notify the CPU workers, wait for their result, copy it host->GPU (kernels/hip/handshake.hip). If replay
 skips the notify/wait, the output is finite and stale (seed 000: graph error 0.28-0.57 against eager 0.002).
 
-Handshake modes (`HANDSHAKE_MODES`):
+Handshake modes (`HANDSHAKE_MODES`), one executor per device:
 - CPU backend: `direct` (the executor as one custom op, graphsafe::cpu_moe), `recorded` (staged copies plus
   a notify/wait custom op: the emulated graph re-runs all three) and `unrecorded` (the same, but notify/wait
-  is a plain pybind11 call: it runs once, at capture, as ROCm's unrecorded memops did: stale_replay).
+  is a plain pybind11 call: it runs once, at capture, as ROCm's unrecorded memops did: stale_replay). `eager`
+  also runs on CPU (direct computation; capture refused as on a GPU).
 - GPU: `memop` (stream write/wait-value on mapped host signal words, recorded as graph nodes; HIP adds them
   as explicit batch-memop nodes), `hostfn` (a host-function node runs the CPU layer), `eager` (synchronizing
   copies; capture raises HandshakeNotCapturable).
@@ -17,17 +18,33 @@ The probe (`probe_handshake`) captures, instantiates and replays the handshake o
 a deadline and compares numerically; its failure (or any rank's, via `consensus`) disables graphs: the layer
 then raises FallbackEager at capture and stays correct eagerly.
 
+NOTE on devices (what is honest on each backend): the CPU modes emulate a graph with the CPU backend's
+dispatcher recorder, which a real CUDA/HIP graph cannot record (a CPU op under CUDA capture is either a host
+sync or runs once at capture). So a CPU-mode executor refuses GPU tensors by name, and GPU tensors always
+take the real handshake: hidden states on the GPU, experts on the CPU, copy GPU->host, compute, copy back
+(seed 000's hybrid layer). Cases are registered at import, before the backend is chosen, so the cases
+(cases/cpu_moe.py, cases/counterexamples/issue350.py) pick the executor from their inputs' device:
+`HANDSHAKE_ON_GPU` maps each emulated handshake to the GPU handshake with the same graph semantics.
+Devices compare by type, and by index only when both name one (`same_device`: `cuda` matches `cuda:0`).
+
+NOTE on waits: a GPU wait-value has no timeout. The probe's watchdog releases a wait the CPU never answers
+and outlives a delayed launch; `wait_guard` is the same for any block of code (bench/cpu_moe_gpu_smoke.py):
+past its deadline it releases every live executor's waits until the block ends. Watchdog threads never call
+the GPU runtime (completion is a host word set by a host function): a runtime call from another thread
+would invalidate a global-mode capture that happens to be open.
+
 This module is longer than ~400 lines because the brief keeps executor, modes, probe, watchdog and
 consensus together; each section is headed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -49,6 +66,20 @@ THRESHOLDS = {"bf16": 0.02, "q4_0": 0.02, "mxfp4": 0.04, "nvfp4": 0.03, "block_f
 CPU_MODES = ("direct", "recorded", "unrecorded")
 GPU_MODES = ("memop", "hostfn", "eager")
 HANDSHAKE_MODES = CPU_MODES + GPU_MODES
+# Modes an executor on each device type runs (the module note on devices).
+DEVICE_MODES = {"cpu": (*CPU_MODES, "eager"), "cuda": GPU_MODES}
+# The GPU handshake with the same graph semantics as each emulated one: (mode, explicit batch-memop nodes,
+# Faults field set). recorded: notify/wait are explicit graph nodes (the custom op; on a GPU explicit
+# batch-memop nodes, the path HIP always takes). direct: the CPU layer is one graph node (the custom op; a
+# host-function node). unrecorded: notify/wait run at capture only (a plain call; memops issued on a
+# non-capturing stream, the ROCm failure shape).
+HANDSHAKE_ON_GPU: dict[str, tuple[str, bool, str]] = {
+    "recorded": ("memop", True, ""),
+    "direct": ("hostfn", False, ""),
+    "unrecorded": ("memop", False, "unrecorded_memop"),
+}
+# ... and the emulated handshake for each GPU one (a GPU case run on the CPU backend).
+HANDSHAKE_ON_CPU = {"memop": "recorded", "hostfn": "direct", "eager": "eager"}
 
 SIGNAL_STRIDE = 128  # bytes per slot in the signal block: req at +0, done at +64 (cpu_moe.cpp kSignalStride)
 DEFAULT_DECODE_LIMIT = 512  # the engine's usual max decode batch; graph sizes may exceed it (seed 000)
@@ -74,6 +105,15 @@ class UnsafeExecutorCapture(RuntimeError):
 def _choice(field_name: str, value: Any, allowed: Sequence[Any]) -> None:
     if value not in allowed:
         raise ValueError(f"{field_name} must be one of {tuple(allowed)}, got {value!r}")
+
+
+def same_device(a: str | torch.device, b: str | torch.device) -> bool:
+    """Same device type, and the same index where both name one: torch.device("cuda") != "cuda:0" in torch,
+    yet a tensor made with device "cuda" lives on cuda:0 (the current device)."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    return a.index is None or b.index is None or a.index == b.index
 
 
 # ------------------------------------------------------------------------------------ native modules
@@ -196,6 +236,7 @@ class ProbeResult:
     error: float | None = None
     seconds: float = 0.0
     watchdog_releases: int = 0
+    node_kinds: dict[str, int] | None = None  # the probe graph's node kinds (GPU; None on the CPU backend)
 
 
 _EXECUTORS: dict[int, CpuMoeExecutor] = {}
@@ -233,10 +274,16 @@ class CpuMoeExecutor:
                 f"graph_sizes must be a non-empty list of positive sizes, got {list(graph_sizes)}"
             )
         self.device = torch.device(device)
-        if (mode in GPU_MODES) != (self.device.type == "cuda"):
+        if self.device.type not in DEVICE_MODES:
+            raise ValueError(f"device must be a cpu or cuda device, got {self.device}")
+        if mode not in DEVICE_MODES[self.device.type]:
             raise ValueError(
-                f"mode {mode!r} does not run on device {self.device}: CPU modes {CPU_MODES}, GPU {GPU_MODES}"
+                f"mode {mode!r} does not run on device {self.device}: "
+                f"cpu modes {DEVICE_MODES['cpu']}, cuda modes {DEVICE_MODES['cuda']}"
             )
+        if self.device.type == "cuda" and self.device.index is None:
+            # Resolve now: streams, mapped memory and the inputs' check all refer to one concrete device.
+            self.device = torch.device("cuda", torch.cuda.current_device())
         self.bank, self.top_k, self.mode, self.dtype, self.policy = bank, top_k, mode, dtype, policy
         self.graph_sizes = tuple(sorted({int(s) for s in graph_sizes}))
         self.faults = faults or Faults()
@@ -271,6 +318,7 @@ class CpuMoeExecutor:
             self._probe_slots.append(self._add_slot(PROBE_TOKENS))
         self._eager_slot = self._add_slot(max(self.graph_sizes))
         self._ex.start_service()
+        self.closed = False
         _EXECUTORS[self.handle] = self
 
     # -- memory --------------------------------------------------------------------------------------------
@@ -309,7 +357,16 @@ class CpuMoeExecutor:
             )
         return self._slots[tokens]
 
+    def release_all(self) -> None:
+        """Watchdog action: answer every slot's wait without computing (the GPU queue must never hang). The
+        slots' results are then meaningless; callers report the step that needed it as failed."""
+        for index in range(self._ex.num_slots):
+            self._ex.release(index)
+
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self._ex.stop_service()
         _EXECUTORS.pop(self.handle, None)
         if self._hs is not None:
@@ -348,8 +405,13 @@ class CpuMoeExecutor:
                 f"router_weights must be float32 [{t}, {self.top_k}], got {weights.dtype} {tuple(weights.shape)}"
             )
         for name, x in (("hidden", hidden), ("expert_ids", ids), ("router_weights", weights)):
-            if x.device != self.device or not x.is_contiguous():
-                raise ValueError(f"{name} must be contiguous on {self.device}, got {x.device}")
+            if not same_device(x.device, self.device):
+                raise ValueError(
+                    f"{name} is on {x.device} but this {self.mode!r} executor runs on {self.device} "
+                    "(module note on devices)"
+                )
+            if not x.is_contiguous():
+                raise ValueError(f"{name} must be contiguous, got strides {tuple(x.stride())}")
 
     def __call__(
         self,
@@ -361,10 +423,15 @@ class CpuMoeExecutor:
     ) -> torch.Tensor:
         self.validate(hidden, expert_ids, router_weights)
         if self.device.type == "cuda":
-            return _gpu_forward(self, hidden, expert_ids, router_weights, force_capture=force_capture)
+            with torch.cuda.device(hidden.device):
+                return _gpu_forward(self, hidden, expert_ids, router_weights, force_capture=force_capture)
         if _cpu_capturing():
             self._check_capture_allowed(force_capture)
-        if self.mode == "direct":
+            if self.mode == "eager":
+                raise HandshakeNotCapturable(
+                    "handshake mode 'eager' computes directly and cannot be captured; use 'recorded'"
+                )
+        if self.mode in ("direct", "eager"):
             return torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
         slot = self.slot_for(hidden.shape[0])
         # Without the graph-node API the notify/wait cannot become nodes: it runs at capture only.
@@ -433,8 +500,19 @@ def _plain_notify_wait(ex: CpuMoeExecutor, slot: int) -> None:
         raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
 
 
+def capturing(device: torch.device) -> bool:
+    """Is a graph being captured for work on `device`? GPUs: the current stream's capture status."""
+    if device.type == "cuda":
+        return torch.cuda.is_current_stream_capturing()
+    return _cpu_capturing()
+
+
 def _cpu_capturing() -> bool:
-    """True inside the CPU backend's recorder (the emulated capture)."""
+    """True inside the CPU backend's recorder (the emulated capture).
+
+    NOTE: the harness has no public "is capturing" yet, so this one helper looks for the CPU backend's
+    private recorder on the dispatch-mode stack; switch to the public call once the harness exports one.
+    """
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
     try:
@@ -568,6 +646,25 @@ class Watchdog:
         return self._thread.is_alive()
 
 
+def _release_all_live() -> None:
+    for ex in list(_EXECUTORS.values()):
+        ex.release_all()
+
+
+@contextlib.contextmanager
+def wait_guard(deadline_s: float, *, period_s: float = 0.01, max_s: float = 600.0) -> Iterator[Watchdog]:
+    """Run a block under a watchdog: past `deadline_s` it answers every live executor's waits (every
+    `period_s`) until the block exits, so no GPU wait-value in the block can hang the queue for good.
+    `guard.releases > 0` afterwards says it had to: the block's results are then not to be trusted."""
+    done = threading.Event()
+    guard = Watchdog(_release_all_live, done.is_set, deadline_s=deadline_s, period_s=period_s, max_s=max_s)
+    try:
+        yield guard
+    finally:
+        done.set()
+        guard.join(5.0)
+
+
 # ------------------------------------------------------------------------------------ fail-closed probe
 
 
@@ -605,11 +702,12 @@ def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 
         return ProbeResult(
             False, f"capture failed: {type(exc).__name__}: {exc}", seconds=time.monotonic() - start
         )
+    kinds = runner.node_kinds()
     node_problem = runner.node_problem()
     if node_problem:
         runner.cleanup()
         slot.quarantined = True
-        return ProbeResult(False, node_problem, seconds=time.monotonic() - start)
+        return ProbeResult(False, node_problem, seconds=time.monotonic() - start, node_kinds=kinds)
     runner.launch(b)
     finished = runner.wait(deadline_s)
     if not finished:
@@ -620,13 +718,16 @@ def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 
             False,
             f"probe replay missed its {deadline_s:.3g} s deadline (watchdog releasing)",
             seconds=time.monotonic() - start,
+            node_kinds=kinds,
         )
     failure = runner.failure()
     out = runner.output()
     runner.cleanup()
     if failure:
         slot.quarantined = True
-        return ProbeResult(False, f"probe replay failed: {failure}", seconds=time.monotonic() - start)
+        return ProbeResult(
+            False, f"probe replay failed: {failure}", seconds=time.monotonic() - start, node_kinds=kinds
+        )
     ref = reference_moe(b["hidden"], b["expert_ids"], b["router_weights"], ex.bank).double().cpu()
     got = out.double().cpu()
     nonfinite = int((~torch.isfinite(got)).sum())
@@ -639,8 +740,11 @@ def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 
             f"probe replay wrong: error {error:.4g} > {threshold} ({nonfinite} non-finite)",
             error=error,
             seconds=time.monotonic() - start,
+            node_kinds=kinds,
         )
-    return ProbeResult(True, "handshake replays correctly", error=error, seconds=time.monotonic() - start)
+    return ProbeResult(
+        True, "handshake replays correctly", error=error, seconds=time.monotonic() - start, node_kinds=kinds
+    )
 
 
 class _CpuProbe:
@@ -671,6 +775,9 @@ class _CpuProbe:
 
         self.static = {k: v.clone() for k, v in a.items()}
         self.graph = CpuBackend().capture(self._op, warmup=1)
+
+    def node_kinds(self) -> dict[str, int] | None:
+        return None
 
     def node_problem(self) -> str:
         return ""  # the CPU recorder's node list names ops, not memops: the numerical check decides
@@ -750,23 +857,23 @@ def _gpu_forward(
     force_capture: bool = False,
 ) -> torch.Tensor:
     stream = torch.cuda.current_stream(hidden.device)
-    capturing = torch.cuda.is_current_stream_capturing()
+    under_capture = torch.cuda.is_current_stream_capturing()
     tokens = hidden.shape[0]
     if ex.mode == "eager":
-        if capturing:
+        if under_capture:
             ex._check_capture_allowed(force_capture)  # a probed layer: FallbackEager, not a crash
             raise HandshakeNotCapturable(
                 "handshake mode 'eager' uses synchronizing copies and cannot be captured; use 'memop' or 'hostfn'"
             )
         return _gpu_eager(ex, hidden, ids, weights, stream)
-    if capturing:
+    if under_capture:
         ex._check_capture_allowed(force_capture)
         slot = ex.slot_for(tokens)  # no graph slot for this size: a named error, never a shared slot
     elif tokens in ex._slots:
         slot = ex._slots[tokens]
     else:
         return _gpu_eager(ex, hidden, ids, weights, stream)
-    return _enqueue(ex, slot, hidden, ids, weights, stream)
+    return _enqueue(ex, slot, hidden, ids, weights, stream, forced=force_capture)
 
 
 def _enqueue(
@@ -777,14 +884,29 @@ def _enqueue(
     weights: torch.Tensor,
     stream: Any,
     *,
-    extra_flags: int = 0,
+    out: torch.Tensor | None = None,
+    forced: bool = False,
 ) -> torch.Tensor:
-    out = torch.empty_like(hidden)
-    req, done = ex.signal_dev(slot)
-    lay = slot.layout
-    flags = extra_flags | (FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0)
+    """One handshake on `stream` through `slot` (recorded into the graph when the stream is capturing).
+
+    `out`: a preallocated output (the probe's: nothing is allocated inside its capture, whatever memory pool
+    the caller has active); else a fresh `empty_like(hidden)`.
+    """
+    under_capture = torch.cuda.is_current_stream_capturing()
+    flags = FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0
     if ex.faults.unrecorded_memop:
         flags |= FLAG_INJECT_UNRECORDED
+    if under_capture and ex.faults.graph_api_unsupported:
+        # Injected fault: the runtime refuses the handshake's graph nodes. The probe sees the refusal (capture
+        # failed: unsafe); a forced capture proceeds as an engine would, with memops that run at capture
+        # and are never recorded (as on CPU: without the node API the notify/wait runs at capture only).
+        if not forced or ex.mode != "memop":
+            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
+        flags |= FLAG_INJECT_UNRECORDED
+    if out is None:
+        out = torch.empty_like(hidden)
+    req, done = ex.signal_dev(slot)
+    lay = slot.layout
     ex._hs.enqueue(
         stream.cuda_stream,
         HS_MEMOP if ex.mode == "memop" else HS_HOSTFN,
@@ -798,8 +920,8 @@ def _enqueue(
         slot.host + lay["weights"],
         slot.host + lay["out"],
         hidden.numel() * hidden.element_size(),
-        ids.numel() * 4,
-        weights.numel() * 4,
+        ids.numel() * ids.element_size(),
+        weights.numel() * weights.element_size(),
         out.numel() * out.element_size(),
         req,
         done,
@@ -840,8 +962,14 @@ def _gpu_eager(
 
 
 class _GpuProbe:
-    """The probe on a GPU: torch.cuda.CUDAGraph capture on a side stream, node kinds checked, replay timed by
-    an event under the deadline; a late launch is simulated with torch.cuda._sleep before the replay."""
+    """The probe on a GPU: torch.cuda.CUDAGraph capture on a side stream, node kinds checked, replay under the
+    deadline; a late launch is simulated with torch.cuda._sleep before the replay.
+
+    Nothing is allocated inside the capture (the output is preallocated): the probe usually runs inside a
+    caller's warm-up, where a memory pool of the caller's may be active for this thread. Completion is a host
+    word that a host function sets after the replay, so the deadline wait and the watchdog poll memory and
+    never call the runtime from another thread.
+    """
 
     # NOTE on the delay: torch.cuda._sleep spins for a number of GPU clock cycles; 2e9 cycles/s is the order
     # of an H200's SM clock (1.98 GHz boost), enough to push the launch past a deadline of ~1 s.
@@ -852,36 +980,64 @@ class _GpuProbe:
         self.graph: Any = None
         self.static: dict[str, torch.Tensor] = {}
         self.out: torch.Tensor | None = None
-        self.done_event: Any = None
+        self.kinds: dict[str, int] | None = None
+        self.launched = False
+        self.ended = False  # capture_end completed (else the graph is kept, never reset: see cleanup)
         self.error = ""
+        self._done_word = torch.zeros(16, dtype=torch.int32)  # host memory; word 0 is the completion flag
+        self._done_view = self._done_word.numpy()
 
     def _op(self) -> torch.Tensor:
         s = self.static
         return _enqueue(
-            self.ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], torch.cuda.current_stream()
+            self.ex,
+            self.slot,
+            s["hidden"],
+            s["expert_ids"],
+            s["router_weights"],
+            torch.cuda.current_stream(),
+            out=self.out,
         )
 
     def capture(self, a: dict[str, torch.Tensor]) -> None:
-        if self.ex.faults.graph_api_unsupported:
-            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
         self.static = {k: v.clone() for k, v in a.items()}
+        self.out = torch.empty_like(self.static["hidden"])
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             self._op()  # warm-up: the handshake eagerly, as an engine's first step
         torch.cuda.current_stream().wait_stream(side)
         torch.cuda.synchronize()
+        # capture_begin/end on a side stream rather than torch.cuda.graph, whose __enter__ empties the caching
+        # allocator's cache: with a caller's use_mem_pool context open that is not a safe point (torch 2.11,
+        # harness/backends/gpu.py module note on pool lifetime).
         self.graph = torch.cuda.CUDAGraph(keep_graph=True)
-        with torch.cuda.graph(self.graph):
-            self.out = self._op()
+        capture_stream = torch.cuda.Stream()
+        capture_stream.wait_stream(torch.cuda.current_stream())
+        failure: BaseException | None = None
+        with torch.cuda.stream(capture_stream):
+            self.graph.capture_begin()
+            try:
+                self._op()  # an injected graph-API fault raises here, inside the capture (cleanup is tested)
+            except BaseException as exc:
+                failure = exc
+            self.graph.capture_end()
+            self.ended = True
+        torch.cuda.current_stream().wait_stream(capture_stream)
+        if failure is not None:
+            raise failure
         self.kinds = dict(self.ex._hs.graph_node_kinds(self.graph.raw_cuda_graph()))
         self.graph.instantiate()
 
+    def node_kinds(self) -> dict[str, int] | None:
+        return self.kinds
+
     def node_problem(self) -> str:
-        if self.ex.mode == "memop" and self.kinds.get("batch_mem_op", 0) < 3:
-            return f"captured graph lacks the handshake's memop nodes (node kinds {self.kinds})"
-        if self.ex.mode == "hostfn" and self.kinds.get("host", 0) < 1:
-            return f"captured graph lacks the handshake's host-function node (node kinds {self.kinds})"
+        kinds = self.kinds or {}
+        if self.ex.mode == "memop" and kinds.get("batch_mem_op", 0) < 3:
+            return f"captured graph lacks the handshake's memop nodes (node kinds {kinds})"
+        if self.ex.mode == "hostfn" and kinds.get("host", 0) < 1:
+            return f"captured graph lacks the handshake's host-function node (node kinds {kinds})"
         return ""
 
     def launch(self, b: dict[str, torch.Tensor]) -> None:
@@ -890,22 +1046,23 @@ class _GpuProbe:
         torch.cuda.synchronize()
         if self.ex.faults.cpu_never_answers:
             self.ex._ex.set_slot_ignored(self.slot.index, True)
+        stream = torch.cuda.current_stream()
         if self.ex.faults.launch_delay_s:
             torch.cuda._sleep(int(self.ex.faults.launch_delay_s * self.CYCLES_PER_S))
         self.graph.replay()
-        self.done_event = torch.cuda.Event()
-        self.done_event.record()
+        self.ex._hs.mark_done(stream.cuda_stream, self._done_word.data_ptr())
+        self.launched = True
 
     def wait(self, deadline_s: float) -> bool:
         end = time.monotonic() + deadline_s
         while time.monotonic() < end:
-            if self.done_event.query():
+            if self.drained():
                 return True
             time.sleep(0.0005)
-        return bool(self.done_event.query())
+        return self.drained()
 
     def drained(self) -> bool:
-        return bool(self.done_event is not None and self.done_event.query())
+        return self.launched and int(self._done_view[0]) == 1
 
     def failure(self) -> str:
         return self.error
@@ -915,7 +1072,14 @@ class _GpuProbe:
         return self.out.clone()
 
     def cleanup(self) -> None:
-        if self.graph is not None:
+        if self.graph is not None and not self.ended:
+            # capture_end threw before torch ended the pool's allocation routing: resetting is unsafe, so the
+            # graph is kept for the process's life (as harness/backends/gpu.py does with its own).
+            _ABANDONED_GRAPHS.append(self.graph)
+        elif self.graph is not None:
             torch.cuda.synchronize()
             self.graph.reset()
         self.graph = None
+
+
+_ABANDONED_GRAPHS: list[Any] = []

@@ -86,6 +86,46 @@ def test_refusals_name_the_field(banks: dict[str, cpu_moe.ExpertBank]) -> None:
     ex.close()
 
 
+def test_devices_compare_by_type_and_index_only_when_both_have_one(
+    banks: dict[str, cpu_moe.ExpertBank],
+) -> None:
+    """The H200 run refused every case: an executor made for "cuda" compared its device with a tensor's
+    cuda:0 (never equal in torch). Expected: type match, index only when both name one; a tensor on another
+    device type is refused by a ValueError naming both devices."""
+    dev = torch.device
+    assert cpu_moe.same_device(dev("cuda"), dev("cuda", 0)) and cpu_moe.same_device("cuda:1", "cuda")
+    assert not cpu_moe.same_device("cuda:0", "cuda:1") and not cpu_moe.same_device("cpu", "cuda:0")
+    assert cpu_moe.same_device("cpu", dev("cpu", 0))
+    ex = cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, graph_sizes=(3,))
+    x = _routing(1)
+    meta = {k: torch.empty_like(v, device="meta") for k, v in x.items()}
+    with pytest.raises(ValueError, match=r"hidden is on meta but this 'direct' executor runs on cpu"):
+        ex(meta["hidden"], meta["expert_ids"], meta["router_weights"])
+    with pytest.raises(ValueError, match="mode 'memop' does not run on device cpu"):
+        cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, mode="memop")
+    ex.close()
+
+
+def test_cases_resolve_each_handshake_per_device() -> None:
+    """Cases pick the executor from the inputs' device (registration precedes the backend choice). Expected:
+    recorded -> explicit memop nodes, direct -> hostfn, unrecorded -> the unrecorded-memop fault on a GPU;
+    GPU modes map back to their emulation on the CPU backend."""
+    from cases import cpu_moe as cases
+
+    assert cases.resolve("recorded", "", "cuda") == ("memop", True, "")
+    assert cases.resolve("direct", "", "cuda") == ("hostfn", False, "")
+    assert cases.resolve("unrecorded", "", "cuda") == ("memop", False, "unrecorded_memop")
+    assert cases.resolve("memop", "", "cuda") == ("memop", False, "")
+    assert cases.resolve("memop", "unrecorded", "cuda") == ("memop", False, "unrecorded_memop")
+    assert cases.resolve("memop", "explicit", "cuda") == ("memop", True, "")
+    assert cases.resolve("recorded", "", "cpu") == ("recorded", False, "")
+    assert cases.resolve("memop", "unrecorded", "cpu") == ("unrecorded", False, "")
+    assert cases.resolve("hostfn", "", "cpu") == ("direct", False, "")
+    assert cases.resolve("eager", "", "cpu") == ("eager", False, "")
+    with pytest.raises(ValueError, match="cpu or cuda"):
+        cases.resolve("memop", "", "meta")
+
+
 def test_capacity_comes_from_graph_sizes_beyond_16_and_the_decode_limit(
     banks: dict[str, cpu_moe.ExpertBank],
 ) -> None:

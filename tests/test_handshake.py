@@ -138,6 +138,34 @@ def test_watchdog_negative_control_without_release_the_wait_hangs() -> None:
     ex.close()
 
 
+def test_wait_guard_releases_a_wait_nobody_answers() -> None:
+    """Method: a wait on an ignored slot under wait_guard(0.1 s). Expected: released well before its own 3 s
+    timeout, and the guard reports that it had to release."""
+    import threading
+
+    ex = _executor()
+    slot = ex._probe_slots[0]
+    ex._ex.set_slot_ignored(slot.index, True)
+    answered: list[bool] = []
+    start = time.monotonic()
+    with cpu_moe.wait_guard(0.1) as guard:
+        waiter = threading.Thread(target=lambda: answered.append(ex._ex.notify_wait(slot.index, 3_000_000)))
+        waiter.start()
+        waiter.join(2.0)
+    assert answered == [True] and time.monotonic() - start < 2.0
+    assert guard.releases > 0 and not guard.hung
+    ex.close()
+
+
+def test_cpu_eager_mode_refuses_capture_and_stays_right() -> None:
+    """Mode 'eager' on the CPU backend (a GPU-only case run there): probe unsafe, fallback_eager."""
+    ex = _executor("eager")
+    result = cpu_moe.probe_and_enable(ex)
+    assert not result.ok and "no capturable handshake" in result.reason
+    assert check(_case(ex, "fallback_eager"), "cpu", patterns=(0xFF,)).verdict == "fallback_eager"
+    ex.close()
+
+
 # ------------------------------------------------------------------------------------------------- GPU
 
 gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
@@ -180,11 +208,26 @@ def test_gpu_unrecorded_memop_is_unsafe_and_stale_when_forced() -> None:
 
 @pytest.mark.gpu
 @gpu
-def test_gpu_graph_api_unsupported_is_unsafe() -> None:
+def test_gpu_graph_api_unsupported_is_unsafe_and_stale_when_forced() -> None:
     ex = _executor("memop", "cuda", graph_api_unsupported=True)
     result = cpu_moe.probe_and_enable(ex)
-    assert not result.ok and "unsupported" in result.reason
+    assert not result.ok and "capture failed" in result.reason and "unsupported" in result.reason
+    assert sum(s.quarantined for s in ex._probe_slots) == 1
     assert _eager_is_right(ex)
+    assert check(_case(ex, "stale_replay", force=True), "gpu").verdict == "stale_replay"
+    ex.close()
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_inputs_on_cuda_0_match_an_executor_made_for_cuda() -> None:
+    """The H200 run refused every case: torch.device("cuda") != cuda:0. Expected: accepted, right answer."""
+    ex = _executor("memop", "cuda")
+    assert ex.device.index is not None
+    x = cpu_moe.make_routing(5, T, E, K, H, torch.device("cuda", torch.cuda.current_device()), torch.bfloat16)
+    out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ref = cpu_moe.reference_moe(x["hidden"], x["expert_ids"], x["router_weights"], ex.bank)
+    assert float((out.double() - ref.double()).abs().max() / ref.double().abs().max()) < 0.02
     ex.close()
 
 

@@ -2,9 +2,11 @@
 
 One layer, 8 experts, H=512, I=256, batch 4, top_k 2, BF16 experts; capture with input A, copy B into the
 same buffers, replay three times with new inputs. The unsafe handshake is the unrecorded shape (CPU
-backend: notify/wait as a plain pybind11 call; GPU: memops issued where the capture does not record them,
-as ROCm did): it fails 3/3. The safe one (recorded notify/wait; GPU: memop nodes, enabled by the probe)
-passes 3/3 with graph error equal to eager error.
+backend: notify/wait as a plain pybind11 call; GPU: memops issued on a non-capturing stream, so they run once
+during capture and are never recorded, as ROCm did), with graphs forced on as main did: it fails 3/3. The
+safe one (recorded notify/wait; GPU: memop graph nodes, enabled by a passing probe) passes 3/3 with graph
+error equal to eager error. Both cases run on either backend: the op picks the executor from the inputs'
+device (kernels/cpu_moe.py, module note on devices).
 
     python -m cases.counterexamples.issue350 [--backend cpu|gpu]
 """

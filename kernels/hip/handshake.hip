@@ -33,6 +33,7 @@ constexpr int kFlagExplicitNodes = 1, kFlagInjectUnrecorded = 2;
 
 void check(hipError_t err, const char* what) {
   if (err != hipSuccess) {
+    (void)hipGetLastError();  // clear it: torch's next launch check must not blame its own kernel for ours
     throw std::runtime_error(std::string(what) + " failed: " + hipGetErrorName(err) + ": " + hipGetErrorString(err));
   }
 }
@@ -60,8 +61,17 @@ void splice_memop(hipStream_t stream, bool is_wait, void* addr, uint32_t value) 
   const cudaGraphNode_t* deps = nullptr;
   const cudaGraphEdgeData* edges = nullptr;  // default edges only: the handshake follows plain copies
   size_t num_deps = 0;
+  // CUDA 13 signature (cuda_runtime_api.h): the edge-data array parallels the dependencies. The legacy
+  // cuGraphAddBatchMemOpNode takes no edge data, so any non-default edge (a programmatic port) is refused
+  // by name instead of being silently turned into a full dependency.
   check(cudaStreamGetCaptureInfo(stream, &status, &id, &graph, &deps, &edges, &num_deps), "cudaStreamGetCaptureInfo");
   if (status != cudaStreamCaptureStatusActive) throw std::runtime_error("explicit memop node outside capture");
+  for (size_t i = 0; edges && i < num_deps; ++i) {
+    if (edges[i].from_port || edges[i].to_port || edges[i].type) {
+      throw std::runtime_error("explicit memop node: the capture's dependency " + std::to_string(i) +
+                               " has non-default edge data, which cuGraphAddBatchMemOpNode cannot express");
+    }
+  }
   static const gs_add_batch_memop_fn add = gs_driver_fn<gs_add_batch_memop_fn>("cuGraphAddBatchMemOpNode");
   static const gs_ctx_get_current_fn get_ctx = gs_driver_fn<gs_ctx_get_current_fn>("cuCtxGetCurrent");
   if (!add || !get_ctx) check(cudaErrorNotSupported, "cuGraphAddBatchMemOpNode entry point");
@@ -146,19 +156,42 @@ void memops_on(hipStream_t s, void* req, void* done) {
   check(hipStreamWriteValue32(s, done, 0u, 0), "hipStreamWriteValue32(done := 0)");
 }
 
+// Relaxed capture mode for this thread for one scope, restored on every exit path (also when a check
+// throws): a thread left in relaxed mode would let later unsafe calls slip into other captures unnoticed.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { check(gs_exchange_capture_mode(&mode_), "ExchangeStreamCaptureMode(relaxed)"); }
+  ~RelaxedCaptureMode() { gs_exchange_capture_mode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  hipStreamCaptureMode mode_ = hipStreamCaptureModeRelaxed;
+};
+
+// A non-blocking stream destroyed on every exit path.
+class SideStream {
+ public:
+  SideStream() { check(hipStreamCreateWithFlags(&s_, hipStreamNonBlocking), "hipStreamCreateWithFlags"); }
+  ~SideStream() { hipStreamDestroy(s_); }
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  hipStream_t get() const { return s_; }
+
+ private:
+  hipStream_t s_ = nullptr;
+};
+
 void enqueue_memops(hipStream_t stream, int flags, void* req, void* done) {
   const bool under_capture = capturing(stream);
   if ((flags & kFlagInjectUnrecorded) && under_capture) {
     // Fault: the memops run now, on a stream the capture does not see, and never on replay. Relaxed mode
-    // lets this thread create and synchronize another stream while its capture is open.
-    hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
-    check(gs_exchange_capture_mode(&mode), "ExchangeStreamCaptureMode(relaxed)");
-    hipStream_t side = nullptr;
-    check(hipStreamCreateWithFlags(&side, hipStreamNonBlocking), "hipStreamCreateWithFlags");
-    memops_on(side, req, done);
-    check(hipStreamSynchronize(side), "hipStreamSynchronize(side)");
-    check(hipStreamDestroy(side), "hipStreamDestroy(side)");
-    check(gs_exchange_capture_mode(&mode), "ExchangeStreamCaptureMode(restore)");
+    // lets this thread create and synchronize another stream while its (global-mode) capture is open.
+    // The synchronize blocks until the CPU service answers (it computes from whatever the slot holds).
+    RelaxedCaptureMode relaxed;
+    SideStream side;
+    memops_on(side.get(), req, done);
+    check(hipStreamSynchronize(side.get()), "hipStreamSynchronize(side)");
     return;
   }
 #if defined(GS_BACKEND_HIP)
@@ -201,6 +234,11 @@ void enqueue(uintptr_t stream_handle, int mode, int flags, uintptr_t d_hidden, u
   check(hipMemcpyAsync(as_ptr(d_out), as_ptr(h_out), n_out, hipMemcpyHostToDevice, s), "H2D output");
 }
 
+// Host function for mark_done: publishes "everything enqueued before me on this stream has finished" in a
+// host word, so a watchdog thread can poll completion without calling the GPU runtime (an event query from
+// another thread while a global-mode capture is open would invalidate that capture).
+void mark_word(void* word) { __atomic_store_n(static_cast<uint32_t*>(word), 1u, __ATOMIC_RELEASE); }
+
 py::tuple alloc_mapped(size_t bytes) {
   if (bytes == 0) throw std::invalid_argument("alloc_mapped: bytes must be > 0");
   void* host = nullptr;
@@ -223,6 +261,26 @@ const char* node_kind_name(hipGraphNodeType type) {
   return nullptr;
 }
 
+// NOTE on CUDA: the runtime's cudaGraphNodeGetType fails (cudaErrorUnknown) on a batch-memop node, measured on
+// an H200 with CUDA 13 (kernels/hip/graph_platform.hip): cudaGraphNodeType has no enumerator for the driver's
+// CU_GRAPH_NODE_TYPE_BATCH_MEM_OP (12). The driver's cuGraphNodeGetType knows every kind and numbers the
+// shared ones as the runtime does; resolved through the driver entry point like the memops (no -lcuda).
+#if defined(GS_BACKEND_CUDA)
+typedef CUresult (*gs_node_get_type_fn)(CUgraphNode, CUgraphNodeType*);
+
+hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) {
+  static const gs_node_get_type_fn fn = gs_driver_fn<gs_node_get_type_fn>("cuGraphNodeGetType");
+  if (fn == nullptr) return hipGraphNodeGetType(node, type);  // no driver entry point: the runtime's answer
+  CUgraphNodeType cu_type = CU_GRAPH_NODE_TYPE_EMPTY;
+  const CUresult r = fn(reinterpret_cast<CUgraphNode>(node), &cu_type);
+  if (r != CUDA_SUCCESS) return gs_cu_result_to_hip(r);
+  *type = static_cast<hipGraphNodeType>(static_cast<int>(cu_type));
+  return hipSuccess;
+}
+#else
+hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) { return hipGraphNodeGetType(node, type); }
+#endif
+
 std::map<std::string, int> graph_node_kinds(uintptr_t graph_handle) {
   hipGraph_t graph = reinterpret_cast<hipGraph_t>(graph_handle);
   if (!graph) throw std::invalid_argument("graph_node_kinds: graph handle is null");
@@ -233,7 +291,7 @@ std::map<std::string, int> graph_node_kinds(uintptr_t graph_handle) {
   std::map<std::string, int> kinds;
   for (size_t i = 0; i < count; ++i) {
     hipGraphNodeType type;
-    check(hipGraphNodeGetType(nodes[i], &type), "hipGraphNodeGetType");
+    check(node_get_type(nodes[i], &type), "graph node type (cuGraphNodeGetType / hipGraphNodeGetType)");
     const char* name = node_kind_name(type);
     kinds[name ? std::string(name) : "type_" + std::to_string(static_cast<int>(type))] += 1;
   }
@@ -248,7 +306,9 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.attr("MODE_HOSTFN") = kModeHostFn;
   m.attr("FLAG_EXPLICIT_NODES") = kFlagExplicitNodes;
   m.attr("FLAG_INJECT_UNRECORDED") = kFlagInjectUnrecorded;
-  m.def("enqueue", &enqueue);
+  // Integers only, so the GIL is released: the unrecorded-memop fault synchronizes a side stream until the CPU
+  // service answers, and a Python watchdog thread must be able to run meanwhile (cpu_moe.wait_guard).
+  m.def("enqueue", &enqueue, py::call_guard<py::gil_scoped_release>());
   m.def("alloc_mapped", &alloc_mapped, py::arg("bytes"));
   m.def("free_mapped", [](uintptr_t host) { check(hipHostFree(as_ptr(host)), "hipHostFree"); });
   m.def("copy", [](uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
@@ -259,5 +319,14 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     check(hipStreamSynchronize(as_stream(stream)), "hipStreamSynchronize");
   });
   m.def("graph_node_kinds", &graph_node_kinds, py::arg("graph"));
+  m.def(
+      "mark_done",
+      [](uintptr_t stream, uintptr_t word) {
+        if (!word) throw std::invalid_argument("mark_done: word pointer is null");
+        check(hipLaunchHostFunc(as_stream(stream), reinterpret_cast<hipHostFn_t>(&mark_word), as_ptr(word)),
+              "hipLaunchHostFunc(mark_done)");
+      },
+      py::arg("stream"), py::arg("word"),
+      "Enqueue a host function that stores 1 into the host word `word` once the stream's prior work is done.");
   m.def("is_capturing", [](uintptr_t stream) { return capturing(as_stream(stream)); });
 }
