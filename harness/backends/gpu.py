@@ -202,8 +202,17 @@ def lifetime_state() -> dict[str, Any]:
         }
 
 
+# Stream-capture errors (cudaErrorStreamCaptureUnjoined, ...Invalidated, ...Unsupported, ...Isolation) also
+# arrive as torch.AcceleratorError, but they are not sticky: the context stays usable after the capture ends.
+# Seen on the H200 (torch 2.11, CUDA 13): an unjoined fork raised "capturing stream has unjoined work" from
+# capture_end, and treating it as a fault forbade every later pool free (bench/gpu_smoke.py, rebuild step).
+_CAPTURE_STATE_ERROR = re.compile(r"StreamCapture|capturing stream|stream is capturing|capture", re.IGNORECASE)
+
+
 def _is_device_fault(exc: BaseException | None) -> bool:
-    return exc is not None and bool(_DEVICE_FAULTS) and isinstance(exc, _DEVICE_FAULTS)
+    if exc is None or not _DEVICE_FAULTS or not isinstance(exc, _DEVICE_FAULTS):
+        return False
+    return not _CAPTURE_STATE_ERROR.search(str(exc))
 
 
 def classify_capture_failure(exc: BaseException) -> CaptureError:
