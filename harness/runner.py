@@ -48,6 +48,7 @@ class _Worker:
     started: float = 0.0
     buffer: bytes = b""
     ready: bool = False
+    retiring: bool = False
 
 
 def run_in_process(cases: list[Case], options: RunOptions, on_result: Callable[[Result], None]) -> None:
@@ -77,7 +78,7 @@ def run_isolated(
     workers: dict[int, _Worker] = {}
 
     def start(index: int) -> None:
-        workers[index] = _spawn(index, sources, devices, selector)
+        workers[index] = _spawn(index, sources, devices, jobs, selector)
 
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
@@ -88,7 +89,7 @@ def run_isolated(
     try:
         while pending or any(w.case is not None for w in workers.values()):
             for worker in workers.values():
-                if worker.ready and worker.case is None and pending:
+                if worker.ready and not worker.retiring and worker.case is None and pending:
                     _assign(worker, pending.pop(0), options)
             events = selector.select(timeout=0.5)
             for key, _ in events:
@@ -137,7 +138,9 @@ def run_isolated(
         selector.close()
 
 
-def _spawn(index: int, sources: list[str], devices: int, selector: selectors.BaseSelector) -> _Worker:
+def _spawn(
+    index: int, sources: list[str], devices: int, jobs: int, selector: selectors.BaseSelector
+) -> _Worker:
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     env["GRAPHSAFE_RESULT_FD"] = str(write_fd)
@@ -146,6 +149,11 @@ def _spawn(index: int, sources: list[str], devices: int, selector: selectors.Bas
     if devices > 0:
         # One worker per GPU: a box with N GPUs runs N cases at once.
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(index % devices)
+    if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # Each worker's torch would start one OpenMP thread per core; N workers oversubscribe the CPU N-fold
+        # and spin-waiting threads then crawl (H200 x2, 32 cores: 79 cases took 14.7 s with one worker and
+        # 25 cases took 60 s with two). Give each worker its share of the cores.
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     proc = subprocess.Popen(
         [sys.executable, "-m", "harness.worker"],
         stdin=subprocess.PIPE,
@@ -208,6 +216,8 @@ def _handle(
     if case is None:
         return
     if "result" in message:
+        if message.get("retire"):
+            worker.retiring = True  # it exits after this result; the poll loop replaces it
         finish(worker, _result_from_json(message["result"]))
     elif "case_error" in message:
         raise CaseError(case.name, "definition", message["case_error"])

@@ -45,9 +45,12 @@ def main() -> int:
                 rebuilds=request["rebuilds"],
                 live_graphs=request["live_graphs"],
             )
-            out.write(json.dumps({"result": dataclasses.asdict(result)}) + "\n")
-            if result.verdict == "crash":
-                return 3  # a device fault leaves the context unusable: the runner starts a fresh worker
+            # A device fault leaves the context unusable: say so with the result, so the runner assigns this
+            # worker nothing more, then exit; the runner starts a fresh worker for the remaining cases.
+            retire = result.verdict == "crash"
+            out.write(json.dumps({"result": dataclasses.asdict(result), "retire": retire}) + "\n")
+            if retire:
+                return 3
         except CaseError as exc:
             out.write(json.dumps({"case_error": str(exc)}) + "\n")
         except Exception as exc:  # a harness-level failure for this case: report it, keep serving

@@ -153,8 +153,13 @@ ISOLATION_CASES = textwrap.dedent(
         time.sleep(3600)
         return x
 
+    def device_fault(x):
+        # What torch raises for a sticky device error (an illegal address): the worker must retire after it.
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
     register(Case(name="iso_before", make_inputs=make, op=lambda x: x + 1))
     register(Case(name="iso_crash", make_inputs=make, op=aborts, expect="crash"))
+    register(Case(name="iso_fault", make_inputs=make, op=device_fault, expect="crash"))
     register(Case(name="iso_hang", make_inputs=make, op=hangs, expect="timeout", deadline=3))
     register(Case(name="iso_after", make_inputs=make, op=lambda x: x * 2))
     """
@@ -162,7 +167,8 @@ ISOLATION_CASES = textwrap.dedent(
 
 
 def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Path) -> None:
-    """Negative controls for isolation: an aborting op gets `crash`, a hanging one `timeout`; the run goes on."""
+    """Negative controls for isolation: an aborting op and a device fault get `crash`, a hanging op `timeout`;
+    the run goes on and no other case loses a row."""
     case_file = tmp_path / "iso.py"
     case_file.write_text(ISOLATION_CASES)
     out = tmp_path / "r"
@@ -173,7 +179,8 @@ def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Pa
     assert verdicts == {
         "iso_before": "pass",
         "iso_crash": "crash",
-        "iso_hang": "timeout",
+        "iso_fault": "crash",
+        "iso_hang": "timeout",  # runs right after the fault: never handed to the retiring worker
         "iso_after": "pass",
     }
     assert sum(r["case"] == "iso_before" for r in rows) == 6  # 2 patterns x 3 replays, none lost
