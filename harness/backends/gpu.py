@@ -206,7 +206,9 @@ def lifetime_state() -> dict[str, Any]:
 # arrive as torch.AcceleratorError, but they are not sticky: the context stays usable after the capture ends.
 # Seen on the H200 (torch 2.11, CUDA 13): an unjoined fork raised "capturing stream has unjoined work" from
 # capture_end, and treating it as a fault forbade every later pool free (bench/gpu_smoke.py, rebuild step).
-_CAPTURE_STATE_ERROR = re.compile(r"StreamCapture|capturing stream|stream is capturing|capture", re.IGNORECASE)
+_CAPTURE_STATE_ERROR = re.compile(
+    r"StreamCapture|capturing stream|stream is capturing|capture", re.IGNORECASE
+)
 
 
 def _is_device_fault(exc: BaseException | None) -> bool:
