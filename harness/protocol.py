@@ -107,9 +107,7 @@ def check(
                 _row_factory(case, be, pattern, seed)(V.CRASH, -1, seed, detail=f"device fault: {exc}")
             )
             break
-    verdict = V.worst([r.row_verdict for r in rows])
-    if verdict == V.PASS and any(r.row_verdict == V.FALLBACK_EAGER for r in rows):
-        verdict = V.FALLBACK_EAGER
+    verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
 
