@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import math
 import shlex
 import sys
 from collections.abc import Callable
@@ -45,6 +46,18 @@ _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
 
 
+def _positive_seconds(text: str) -> float:
+    """A deadline: finite and > 0. NaN would never expire (`elapsed > nan` is False) and 0 or less would time
+    out every case, so both are usage errors."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be a finite number of seconds > 0")
+    return value
+
+
 def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend", choices=BACKEND_NAMES, default="auto", help="auto: the GPU when present, else cpu"
@@ -67,7 +80,10 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--jobs", type=_positive_int, default=None, help="worker processes (default: one per GPU, else 1)"
     )
     p.add_argument(
-        "--deadline", type=float, default=DEFAULT_DEADLINE_S, help="seconds per case before `timeout`"
+        "--deadline",
+        type=_positive_seconds,
+        default=DEFAULT_DEADLINE_S,
+        help="seconds per case before `timeout`",
     )
     p.add_argument(
         "--no-isolate", action="store_true", help="run cases in this process (no crash/timeout isolation)"

@@ -122,6 +122,9 @@ def test_missing_case_file_and_bad_arguments_exit_two(tmp_path: Path) -> None:
     assert harness("verify", "--case", str(tmp_path / "nope.py")).returncode == 2
     assert harness("verify", "--replays", "0").returncode == 2
     assert harness("verify", "--backend", "tpu").returncode == 2
+    for deadline in ("nan", "0"):  # nan would never expire (elapsed > nan is False); 0 times out every case
+        proc = harness("verify", "--deadline", deadline)
+        assert proc.returncode == 2 and "--deadline" in proc.stderr, proc.stderr
 
 
 def test_non_tensor_inputs_exit_two_naming_case_and_field(tmp_path: Path) -> None:
