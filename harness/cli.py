@@ -13,16 +13,19 @@ import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import torch
 
+from harness import fingerprint as fp_module
 from harness.backends import BACKEND_NAMES, resolve_backend_name
 from harness.case import REGISTRY, Case, CaseFileError, load_builtin_suite, load_case_source
 from harness.errors import CaseError
+from harness.html_report import write_html
+from harness.progress import Progress
 from harness.protocol import DEFAULT_REPLAYS, Result
 from harness.report import ResultsWriter, default_run_dir, write_junit
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
+from harness.summary import read_results, render_summary
 
 
 class UsageError(Exception):
@@ -157,7 +160,7 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
     )
     run_dir = args.report_dir or default_run_dir()
     writer = ResultsWriter(run_dir)
-    progress = _progress(len(cases))
+    progress = Progress(len(cases))
 
     def on_result(result: Result) -> None:
         writer.add(result)
@@ -177,72 +180,14 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
     return writer.results, run_dir
 
 
-def _progress(total: int) -> Any:
-    try:
-        from harness.progress import Progress
-    except ImportError:
-        return _PlainProgress(total)
-    return Progress(total)
-
-
-class _PlainProgress:
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.failures = total, 0, 0
-
-    def update(self, case: str, ok: bool) -> None:
-        self.done += 1
-        self.failures += not ok
-        print(f"[{self.done}/{self.total}] failures={self.failures} {case}", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        pass
-
-
 def _write_reports(run_dir: Path, results: list[Result], backend: str, case_sources: list[str]) -> None:
     write_junit(run_dir / "junit.xml", results)
-    fingerprint: dict[str, str] = {"backend": backend}
-    try:
-        from harness import fingerprint as fp_module
-
-        fingerprint = fp_module.collect(backend)
-        # Repro commands of user case files need the files: summary.md prints them with --case.
-        fingerprint["case_sources"] = shlex.join(case_sources)
-        fp_module.write(run_dir, fingerprint)
-    except ImportError:
-        pass
-    summary = _render_summary(run_dir, results, fingerprint)
-    (run_dir / "summary.md").write_text(summary)
-    try:
-        from harness.html_report import write_html
-
-        write_html(run_dir)
-    except ImportError:
-        pass
-
-
-def _render_summary(run_dir: Path, results: list[Result], fingerprint: dict[str, str]) -> str:
-    try:
-        from harness.summary import read_results, render_summary
-
-        return render_summary(read_results(run_dir), fingerprint)
-    except ImportError:
-        return basic_summary(results)
-
-
-def basic_summary(results: list[Result]) -> str:
-    """Failures first; one line per case."""
-    ordered = sorted(results, key=lambda r: (r.ok, r.case))
-    passed = sum(r.ok for r in results)
-    lines = [
-        f"# graphsafe: {passed}/{len(results)} cases as expected",
-        "",
-        "| case | verdict | expected | detail |",
-    ]
-    lines.append("|---|---|---|---|")
-    for r in ordered:
-        mark = "" if r.ok else " **FAIL**"
-        lines.append(f"| {r.case} | {r.verdict}{mark} | {r.expected} | {r.detail[:160].replace('|', '/')} |")
-    return "\n".join(lines) + "\n"
+    fingerprint = fp_module.collect(backend)
+    # Repro commands of user case files need the files: summary.md prints them with --case.
+    fingerprint["case_sources"] = shlex.join(case_sources)
+    fp_module.write(run_dir, fingerprint)
+    (run_dir / "summary.md").write_text(render_summary(read_results(run_dir), fingerprint))
+    write_html(run_dir)
 
 
 def print_table(results: list[Result]) -> None:
