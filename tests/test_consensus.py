@@ -93,7 +93,6 @@ def test_consensus_without_process_group_is_local() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.multi_gpu
-@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two GPUs")
 def test_two_gpu_consensus_one_failing_rank() -> None:
     """Each rank on its own GPU with the memop handshake; rank 1 injects the unrecorded-memop fault."""
     one_fails, all_pass = _run([[1], []], device="cuda")

@@ -179,7 +179,6 @@ def test_nvcc_builds_full_module_for_sm90():
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA or ROCm device")
 @pytest.mark.parametrize("mix", [(BF16, BF16, BF16), (F32, F32, F32), (BF16, F32, F32)])
 @pytest.mark.parametrize("shape", [(1, 8, 7168), (33, 8, 127), (4096, 8, 7168), (9000, 2, 129)])
 def test_gpu_bitwise_equals_cpu_implementation(mix, shape):
