@@ -8,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import harness
 from kernels import routing as r
 
 RAGGED = [0, 7, 64, 1, 100, 0, 84, 0]  # aiter#5831's ragged groups, zero-token experts included
@@ -117,8 +118,6 @@ def test_bad_input_is_refused_by_name(call, match):
 
 
 def _harness_verdict(builder):
-    harness = pytest.importorskip("harness")
-
     def make_inputs(seed: int, device: torch.device):
         g = torch.Generator().manual_seed(seed)
         sizes = torch.randint(0, 40, (8,), generator=g).to(torch.int32)
