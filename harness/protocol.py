@@ -133,16 +133,10 @@ def _check_pattern(
         graph = be.capture(lambda: case.op(**static))
     except FallbackEager as exc:
         return _eager_only_rows(case, be, row, seeds_b, inputs_b, f"graphs disabled by the op's probe: {exc}")
-    except CaptureSyncError as exc:
-        return [row(V.CAPTURE_SYNC, -1, seed_a, detail=str(exc))]
-    except CaptureError as exc:
-        return [row(V.CAPTURE_ERROR, -1, seed_a, detail=str(exc))]
-    except REFUSAL_ERRORS as exc:
-        return [row(V.REFUSED, -1, seed_a, detail=f"{type(exc).__name__}: {exc}")]
     except DEVICE_FAULTS:
         raise
-    except Exception as exc:  # the op failed eagerly during warm-up without a named refusal
-        return [row(V.EAGER_MISMATCH, -1, seed_a, detail=f"eager raised {type(exc).__name__}: {exc}")]
+    except Exception as exc:
+        return [_capture_failure_row(exc, row, seed_a)]
     capture_ms = (time.perf_counter() - start) * 1e3
 
     rows = []
@@ -304,7 +298,15 @@ def _rebuild_rows(
     be.synchronize()
     baseline = be.memory_in_use()
     for r in range(rebuilds):
-        graph = be.capture(lambda: case.op(**static), warmup=0)
+        try:
+            graph = be.capture(lambda: case.op(**static), warmup=0)
+        except DEVICE_FAULTS:
+            raise
+        except Exception as exc:  # a recapture may fail where the first capture did not
+            failed = _capture_failure_row(exc, row, seeds_b[r % len(inputs_b)])
+            failed.phase, failed.detail = "rebuild", f"rebuild {r}/{rebuilds}: {failed.detail}"
+            rows.append(failed)
+            break
         b_index = r % len(inputs_b)
         res = _replay_and_compare(case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index])
         res.phase = "rebuild"
@@ -344,9 +346,16 @@ def _live_graph_rows(
     """
     graphs: list[tuple[Any, dict[str, torch.Tensor]]] = []
     try:
-        for _ in range(live_graphs):
+        for g in range(live_graphs):
             static = _clone_all(inputs_a)
-            graphs.append((be.capture(functools.partial(_call_op, case, static), warmup=0), static))
+            try:
+                graphs.append((be.capture(functools.partial(_call_op, case, static), warmup=0), static))
+            except DEVICE_FAULTS:
+                raise
+            except Exception as exc:  # capturing one more graph while the others are alive may fail
+                failed = _capture_failure_row(exc, row, seeds_b[0])
+                failed.phase, failed.detail = "live", f"live graph {g}/{live_graphs}: {failed.detail}"
+                return [failed]
         rows = []
         for turn in range(2):  # two interleaved rounds: every graph replays after all the others did
             for g, (graph, static) in enumerate(graphs):
@@ -374,6 +383,20 @@ def _live_graph_rows(
 
 
 # ----------------------------------------------------------------------------------------------- helpers
+
+
+def _capture_failure_row(exc: Exception, row: Callable[..., Row], seed: int) -> Row:
+    """The case-level row for an exception out of `backend.capture` (warm-up included)."""
+    if isinstance(exc, CaptureSyncError):
+        return row(V.CAPTURE_SYNC, -1, seed, detail=str(exc))
+    if isinstance(exc, CaptureError):
+        return row(V.CAPTURE_ERROR, -1, seed, detail=str(exc))
+    if isinstance(exc, FallbackEager):  # the first capture was allowed: declining a later one is inconsistent
+        return row(V.CAPTURE_ERROR, -1, seed, detail=f"the op's probe declined a later capture: {exc}")
+    if isinstance(exc, REFUSAL_ERRORS):
+        return row(V.REFUSED, -1, seed, detail=f"{type(exc).__name__}: {exc}")
+    # The op failed eagerly during warm-up without a named refusal.
+    return row(V.EAGER_MISMATCH, -1, seed, detail=f"eager raised {type(exc).__name__}: {exc}")
 
 
 def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:

@@ -148,3 +148,22 @@ def test_case_declared_stress_applies_without_cli_knobs() -> None:
     result = check(case, "cpu", patterns=(0xFF,))
     assert result.verdict == "pass"
     assert {r.phase for r in result.rows} == {"replay", "rebuild", "live"}
+
+
+@pytest.mark.parametrize(("knob", "phase"), [("rebuilds", "rebuild"), ("live_graphs", "live")])
+def test_a_later_capture_that_syncs_is_capture_sync_not_an_escaped_exception(knob: str, phase: str) -> None:
+    """Failure scenario: warm-up and the first capture are clean, a recapture calls .item(). Expected: the
+    stress row says capture_sync (the exception used to escape check() and cost the worker)."""
+    calls = {"n": 0}
+
+    def syncs_after_first_capture(x: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        if calls["n"] > 2:  # call 1: warm-up, call 2: the first capture
+            x.sum().item()
+        return x * 2
+
+    case = Case(name=f"t_late_sync_{phase}", make_inputs=_inputs, op=syncs_after_first_capture)
+    result = check(case, "cpu", patterns=(0xFF,), **{knob: 2})
+    assert result.verdict == "capture_sync", result.detail
+    (failed,) = [r for r in result.rows if r.row_verdict == "capture_sync"]
+    assert failed.phase == phase and ".item()" in failed.detail
