@@ -269,10 +269,19 @@ def _eager_only_rows(
     """Graphs were disabled by a fail-closed probe: the op must still be right eagerly."""
     rows = []
     for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
+        try:
+            with torch.no_grad():
+                eager_out = _flatten(case.op(**_clone_all(b)))
+            be.synchronize()
+        except DEVICE_FAULTS:
+            raise
+        except Exception as exc:  # as in _replay_and_compare: eager that raises is wrong, not a harness error
+            rows.append(
+                row(V.EAGER_MISMATCH, i, seed_b, detail=f"{why}; eager raised {type(exc).__name__}: {exc}")
+            )
+            continue
         with torch.no_grad():
-            eager_out = _flatten(case.op(**_clone_all(b)))
             reference = _flatten(case.reference(**_clone_all(b))) if case.reference is not None else None
-        be.synchronize()
         r = _verdict_row(case, row, i, seed_b, eager_out, eager_out, reference)
         if r.row_verdict == V.PASS:
             r.row_verdict = V.FALLBACK_EAGER

@@ -167,3 +167,23 @@ def test_a_later_capture_that_syncs_is_capture_sync_not_an_escaped_exception(kno
     assert result.verdict == "capture_sync", result.detail
     (failed,) = [r for r in result.rows if r.row_verdict == "capture_sync"]
     assert failed.phase == phase and ".item()" in failed.detail
+
+
+def test_fallback_eager_whose_eager_raises_is_eager_mismatch() -> None:
+    """Failure scenario: the probe declines capture and eager then raises. Expected: eager_mismatch with the
+    error in the detail (it used to escape check() as a harness error)."""
+
+    calls = {"n": 0}
+
+    def breaks_after_warmup(x: torch.Tensor) -> torch.Tensor:
+        calls["n"] += 1
+        value = _fallback_then(x * 2)  # call 1: warm-up, fine; call 2: capture, declined
+        if calls["n"] > 2:
+            raise RuntimeError("eager broke")
+        return value
+
+    result = check(
+        Case(name="t_fallback_raises", make_inputs=_inputs, op=breaks_after_warmup), "cpu", patterns=(0xFF,)
+    )
+    assert result.verdict == "eager_mismatch", result.detail
+    assert "graphs disabled by the op's probe" in result.detail and "eager broke" in result.detail
