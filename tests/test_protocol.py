@@ -187,3 +187,30 @@ def test_fallback_eager_whose_eager_raises_is_eager_mismatch() -> None:
     )
     assert result.verdict == "eager_mismatch", result.detail
     assert "graphs disabled by the op's probe" in result.detail and "eager broke" in result.detail
+
+
+def test_device_memory_growth_over_rebuilds_is_capture_error() -> None:
+    """Negative control of the rebuild growth bound: a backend whose every capture keeps 65 MiB, past the
+    64 MiB REBUILD_GROWTH_BOUND_BYTES. Expected: capture_error naming the growth. The CPU backend measures no
+    memory, so the leak is simulated in its accounting."""
+    from harness.backends.cpu import CpuBackend
+    from harness.protocol import REBUILD_GROWTH_BOUND_BYTES
+
+    class LeakingBackend(CpuBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.held = 0
+
+        def capture(self, fn, *, warmup=1):  # type: ignore[no-untyped-def]
+            self.held += REBUILD_GROWTH_BOUND_BYTES + (1 << 20)
+            return super().capture(fn, warmup=warmup)
+
+        def memory_in_use(self) -> int:
+            return self.held
+
+    case = Case(name="t_rebuild_leak", make_inputs=_inputs, op=_double, reference=_double)
+    result = check(case, LeakingBackend(), rebuilds=2, patterns=(0xFF,))
+    assert result.verdict == "capture_error", result.detail
+    assert "device memory grew" in result.detail
+    no_leak = check(case, CpuBackend(), rebuilds=2, patterns=(0xFF,))
+    assert no_leak.verdict == "pass", no_leak.detail
