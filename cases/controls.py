@@ -266,3 +266,42 @@ register(
         note="bf16 rounding of a K=256 dot product stays far inside the 0.02 default (seed 000's threshold)",
     )
 )
+
+# --- an output buffer cached per shape and shared by every graph of that shape -------------------------------
+
+_output_cache: dict[tuple[int, ...], torch.Tensor] = {}
+
+
+def cached_output_buffer(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: writes into a module-level buffer reused for every call of the same shape and returns it.
+
+    One graph replayed and read at once is right; several live graphs of one size all return the same
+    memory, so every replay overwrites the outputs of the graphs replayed before it.
+    """
+    key = tuple(x.shape)
+    if key not in _output_cache:
+        _output_cache[key] = torch.empty_like(x)
+    return torch.mul(x, 2.0, out=_output_cache[key])
+
+
+register(
+    Case(
+        name="control_output_shared_across_live_graphs",
+        make_inputs=_positive_inputs,
+        op=cached_output_buffer,
+        reference=lambda x: x * 2.0,
+        expect="stale_replay",
+        live_graphs=4,
+        note="negative control for the live-graph stress: only graphs alive at once expose the shared output",
+    )
+)
+register(
+    Case(
+        name="fixed_output_per_call",
+        make_inputs=_positive_inputs,
+        op=scales_into_new_tensor,
+        reference=lambda x: x * 2.0,
+        live_graphs=4,
+        note="fixed twin: a fresh output per call",
+    )
+)

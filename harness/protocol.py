@@ -164,6 +164,14 @@ def _replay_and_compare(
     replay_index: int,
     seed_b: int,
 ) -> Row:
+    replay_ms = _replay(be, graph, static, inputs_b)
+    return _compare_replay(case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms)
+
+
+def _replay(
+    be: GraphBackend, graph: Any, static: dict[str, torch.Tensor], inputs_b: dict[str, torch.Tensor]
+) -> float:
+    """Steps 4-5: poison the outputs, copy B into the static inputs in place, replay, synchronize (ms)."""
     # 4. Poison the outputs: only what this replay writes may survive.
     poison_outputs(graph.outputs)
     # 5. Copy B into the static inputs in place, replay, synchronize.
@@ -174,11 +182,23 @@ def _replay_and_compare(
     start = time.perf_counter()
     graph.replay()
     be.synchronize()
-    replay_ms = (time.perf_counter() - start) * 1e3
+    return (time.perf_counter() - start) * 1e3
+
+
+def _compare_replay(
+    case: Case,
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: dict[str, torch.Tensor],
+    row: Callable[..., Row],
+    replay_index: int,
+    seed_b: int,
+    replay_ms: float,
+) -> Row:
+    """Step 6: the replay's outputs against eager on a clone of B and the independent reference."""
     graph_out = [o.clone() for o in graph.outputs]
     replay_modified = _modified_inputs(case, static, inputs_b)
-
-    # 6. Eager on a clone of B, the independent reference on another clone.
     eager_inputs = _clone_all(inputs_b)
     start = time.perf_counter()
     try:
@@ -193,8 +213,13 @@ def _replay_and_compare(
     eager_modified = _modified_inputs(case, eager_inputs, inputs_b)
     reference = None
     if case.reference is not None:
-        with torch.no_grad():
-            reference = _flatten(case.reference(**_clone_all(inputs_b)))
+        try:
+            with torch.no_grad():
+                reference = _flatten(case.reference(**_clone_all(inputs_b)))
+        except DEVICE_FAULTS:
+            raise
+        except Exception as exc:  # the oracle itself is broken: a case-definition error, not a verdict
+            raise CaseError(case.name, "reference", f"raised {type(exc).__name__}: {exc}") from exc
 
     r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference)
     modified = sorted(set(replay_modified) | set(eager_modified))
@@ -366,12 +391,17 @@ def _live_graph_rows(
                 failed.phase, failed.detail = "live", f"live graph {g}/{live_graphs}: {failed.detail}"
                 return [failed]
         rows = []
-        for turn in range(2):  # two interleaved rounds: every graph replays after all the others did
-            for g, (graph, static) in enumerate(graphs):
-                b_index = (g + turn) % len(inputs_b)
-                res = _replay_and_compare(
-                    case, be, graph, static, inputs_b[b_index], row, g, seeds_b[b_index]
-                )
+        for turn in range(2):  # two rounds, each graph with another B than in the round before
+            # Replay every graph first, then compare them all: a graph whose outputs or parameters share
+            # memory with another's (a cached output buffer, a shared pool replayed out of order, a parameter
+            # slot reused past its capacity) then shows the other graph's values.
+            b_indices = [(g + turn) % len(inputs_b) for g in range(len(graphs))]
+            times = [
+                _replay(be, graph, static, inputs_b[b])
+                for (graph, static), b in zip(graphs, b_indices, strict=True)
+            ]
+            for g, ((graph, static), b, ms) in enumerate(zip(graphs, b_indices, times, strict=True)):
+                res = _compare_replay(case, be, graph, static, inputs_b[b], row, g, seeds_b[b], ms)
                 res.phase = "live"
                 if res.row_verdict != V.PASS:
                     res.detail = f"live graph {g}/{live_graphs}, round {turn}: {res.detail}"

@@ -19,6 +19,7 @@ CONTROLS = {
     "control_returns_nan": "uninitialized",
     "control_returns_nan_with_reference": "uninitialized",
     "control_modifies_input": "eager_mismatch",
+    "control_output_shared_across_live_graphs": "stale_replay",
 }
 FIXED = [
     "fixed_scatter_add_routing",
@@ -27,6 +28,7 @@ FIXED = [
     "fixed_log",
     "fixed_no_input_write",
     "fixed_bf16_matmul",
+    "fixed_output_per_call",
 ]
 
 

@@ -99,17 +99,20 @@ def test_rebuilds_and_live_graphs_pass_for_a_correct_op() -> None:
     assert {r.phase for r in result.rows} == {"replay", "rebuild", "live"}
 
 
-def test_live_graphs_catch_a_stale_op() -> None:
-    cache: dict[str, torch.Tensor] = {}
+def test_live_graphs_catch_outputs_shared_between_graphs() -> None:
+    """Failure scenario: every graph of one shape returns the same cached buffer. Plain replays pass (each is
+    read at once); only the live-graph stress, which replays all graphs before reading any, sees it."""
+    from harness import REGISTRY
+    from harness.case import load_builtin_suite
 
-    def first_scale(x: torch.Tensor) -> torch.Tensor:
-        cache.setdefault("s", x.abs().max())
-        return x / cache["s"]
-
-    case = Case(
-        name="t_live_stale", make_inputs=_inputs, op=first_scale, reference=lambda x: x / x.abs().max()
-    )
-    assert check(case, "cpu", live_graphs=3, patterns=(0xFF,)).verdict != "pass"
+    load_builtin_suite()
+    control = REGISTRY.get("control_output_shared_across_live_graphs")
+    plain = check(control, "cpu", patterns=(0xFF,), live_graphs=0)
+    assert plain.verdict == "stale_replay"  # the case's own live_graphs=4 applies even without the knob
+    assert [r.phase for r in plain.rows if r.row_verdict == "stale_replay"] == ["live"]
+    assert all(r.row_verdict == "pass" for r in plain.rows if r.phase == "replay")
+    fixed = check(REGISTRY.get("fixed_output_per_call"), "cpu", patterns=(0xFF,))
+    assert fixed.verdict == "pass" and "live" in {r.phase for r in fixed.rows}
 
 
 @pytest.mark.parametrize(
