@@ -230,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.report_command == "nightly":
                 return baseline.main_nightly(args.run_dir)
             if args.report_command == "baseline":
-                print(f"baseline written: {baseline.update(args.run_dir)}")
+                try:
+                    print(f"baseline written: {baseline.update(args.run_dir)}")
+                except FileNotFoundError as exc:
+                    raise UsageError(f"{args.run_dir} is not a finished run directory: {exc}") from exc
                 return 0
             return baseline.main_compare(args.old, args.new)
         if args.command == "repro":

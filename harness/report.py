@@ -72,12 +72,11 @@ class ResultsWriter:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "results.csv"
-        new = not self.path.exists()
-        self._file = self.path.open("a", newline="")
+        # A reused --report-dir starts a fresh results.csv: summary.md and report.html describe one run.
+        self._file = self.path.open("w", newline="")
         self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
-        if new:
-            self._writer.writeheader()
-            self._flush()
+        self._writer.writeheader()
+        self._flush()
         self.results: list[Result] = []
 
     def add(self, result: Result) -> None:

@@ -95,7 +95,8 @@ def run_isolated(
             for key, _ in events:
                 worker = key.data
                 chunk = os.read(key.fd, 1 << 16)
-                if not chunk:
+                if not chunk:  # end of file: the worker is exiting; stop polling the descriptor
+                    selector.unregister(key.fd)
                     continue
                 worker.buffer += chunk
                 while b"\n" in worker.buffer:

@@ -23,6 +23,7 @@ def main() -> int:
     from harness.case import REGISTRY, CaseFileError, load_builtin_suite, load_case_source
     from harness.errors import CaseError
     from harness.protocol import check
+    from harness.verdicts import CRASH
 
     try:
         if sources:
@@ -47,7 +48,7 @@ def main() -> int:
             )
             # A device fault leaves the context unusable: say so with the result, so the runner assigns this
             # worker nothing more, then exit; the runner starts a fresh worker for the remaining cases.
-            retire = result.verdict == "crash"
+            retire = result.verdict == CRASH
             out.write(json.dumps({"result": dataclasses.asdict(result), "retire": retire}) + "\n")
             if retire:
                 return 3

@@ -217,3 +217,20 @@ def test_device_memory_growth_over_rebuilds_is_capture_error() -> None:
     assert "device memory grew" in result.detail
     no_leak = check(case, CpuBackend(), rebuilds=2, patterns=(0xFF,))
     assert no_leak.verdict == "pass", no_leak.detail
+
+
+def test_integer_outputs_stay_bit_exact_under_a_float_tolerance() -> None:
+    """Failure scenario: an op returns float values and integer ids; a loose tolerance for the floats must
+    not let an off-by-one id through."""
+
+    def make(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        return {"x": torch.randn(64, generator=torch.Generator().manual_seed(seed)) * 100}
+
+    def op_off_by_one(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2, x.abs().long() + 1
+
+    def ref(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x * 2, x.abs().long()
+
+    case = Case(name="t_int_exact", make_inputs=make, op=op_off_by_one, reference=ref, tolerance=0.5)
+    assert check(case, "cpu", patterns=(0xFF,)).verdict == "eager_mismatch"
