@@ -6,7 +6,7 @@ answers every live executor's GPU waits, so no wait-value can block the queue fo
 it is a FAIL). A step that is still blocked at its timeout ends the script (exit 3: the device state is
 unknown). Exit 0 iff every step is OK.
 
-    timeout 170 python bench/cpu_moe_gpu_smoke.py [--only SUBSTRING]
+    timeout 300 python bench/cpu_moe_gpu_smoke.py [--only SUBSTRING]
 
 Steps (expected: every line OK):
   build                         nvcc/g++ builds of the handshake, the executor and the poisoning allocator
@@ -15,6 +15,9 @@ Steps (expected: every line OK):
                                 and bit-equal to the executor run on CPU copies
   probe <mode>                  memop (native), memop (explicit batch-memop nodes), hostfn: ok, node kinds
   replay <mode>                 capture with A, 3 replays with new inputs: graph error <= 0.02, == eager
+  overlap <mode>                the hybrid layer (shared expert in torch ops + CPU experts), overlap off and
+                                on: probe ok, node kinds, 3 replays with new inputs against the float64
+                                layer reference (<= 0.02, graph == eager), on vs off difference, replay ms
   issue350                      the seed's table on the gpu backend: unsafe 3/3 fail, safe 3/3 pass, equal
   fault <name>                  graph API unsupported / delayed launch / unrecorded memop: probe unsafe,
                                 eager right (delayed launch: the watchdog outlived it)
@@ -268,6 +271,73 @@ def s_replay(key: str) -> Callable[[], tuple[bool, str]]:
     return run
 
 
+def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
+    """The hybrid layer with overlap off, then on (on: the shared expert on a forked stream, joined before the
+    combine; kernels/cpu_moe.py `_gpu_overlapped`), captured with torch.cuda.graph as in s_replay."""
+
+    def run() -> tuple[bool, str]:
+        shared = cpu_moe.make_shared_expert(H, INTER, seed=8, device="cuda")
+        probe_x = inputs(300)
+        parts, ok, fixed = [], True, {}
+        for overlap in (False, True):
+            ex = cpu_moe.CpuMoeExecutor(
+                bank(), top_k=K, graph_sizes=(T,), mode=mode, device="cuda", shared=shared, overlap=overlap
+            )
+            ex.explicit_memop_nodes = explicit
+            result = cpu_moe.probe_and_enable(ex)
+            tag = "on" if overlap else "off"
+            if not result.ok:
+                ex.close()
+                return False, f"overlap {tag}: probe failed ({result.reason})"
+            static = inputs(200)
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                call(ex, static)
+            torch.cuda.current_stream().wait_stream(side)
+            torch.cuda.synchronize()
+            graph = torch.cuda.CUDAGraph(keep_graph=True)
+            with torch.cuda.graph(graph):
+                out = call(ex, static)
+            kinds = dict(ex._hs.graph_node_kinds(graph.raw_cuda_graph()))
+            graph.instantiate()
+            errs, equal_all = [], True
+            for i in range(3):
+                b = inputs(201 + i)
+                for name, t in b.items():
+                    static[name].copy_(t)
+                out.fill_(float("nan"))
+                graph.replay()
+                torch.cuda.synchronize()
+                g = out.clone()
+                e = call(ex, b)
+                torch.cuda.synchronize()
+                ref = ex.reference(b["hidden"], b["expert_ids"], b["router_weights"]).double().cpu()
+                ge = float((g.double().cpu() - ref).abs().max() / ref.abs().max())
+                equal = torch.equal(g, e)
+                equal_all = equal_all and equal
+                ok = ok and ge <= THRESHOLD and equal
+                errs.append(f"{ge:.5f}")
+            t0 = time.monotonic()
+            for _ in range(20):
+                graph.replay()
+            torch.cuda.synchronize()
+            replay_ms = (time.monotonic() - t0) / 20 * 1e3
+            fixed[overlap] = call(ex, probe_x).double().cpu()
+            torch.cuda.synchronize()
+            graph.reset()
+            ex.close()
+            parts.append(
+                f"{tag}: graph errors {errs} == eager {equal_all}, replay {replay_ms:.3f} ms, kinds {kinds}"
+            )
+        diff = float((fixed[True] - fixed[False]).abs().max() / fixed[False].abs().max())
+        ok = ok and diff <= THRESHOLD
+        parts.append(f"on vs off {diff:.2e} (bit-equal {torch.equal(fixed[True], fixed[False])})")
+        return ok, "; ".join(parts)
+
+    return run
+
+
 def s_issue350() -> tuple[bool, str]:
     from cases.counterexamples import issue350
 
@@ -367,6 +437,9 @@ def main() -> None:
         ("replay memop", s_replay("p_memop"), STEP_TIMEOUT_S),
         ("replay memop explicit", s_replay("p_explicit"), STEP_TIMEOUT_S),
         ("replay hostfn", s_replay("p_hostfn"), STEP_TIMEOUT_S),
+        ("overlap memop", s_overlap("memop", False), STEP_TIMEOUT_S),
+        ("overlap memop explicit", s_overlap("memop", True), STEP_TIMEOUT_S),
+        ("overlap hostfn", s_overlap("hostfn", False), STEP_TIMEOUT_S),
         ("issue350", s_issue350, 120.0),
         ("fault graph api unsupported", s_fault_unsupported, STEP_TIMEOUT_S),
         ("fault delayed launch", s_fault_delayed, STEP_TIMEOUT_S),
@@ -376,13 +449,14 @@ def main() -> None:
     for name, fn, timeout_s in steps:
         if args.only in name or name in ("build", "executor"):
             step(name, fn, timeout_s)
-    if not args.only or "case" in args.only:
-        import cases.counterexamples.issue350
-        import cases.cpu_moe  # noqa: F401
-        from harness import REGISTRY
+    import cases.counterexamples.issue350
+    import cases.cpu_moe  # noqa: F401
+    from harness import REGISTRY
 
-        names = [c.name for c in REGISTRY.cases() if c.name.startswith(("cpu_moe_", "issue350_"))]
-        for name in names:
+    names = [c.name for c in REGISTRY.cases() if c.name.startswith(("cpu_moe_", "issue350_"))]
+    for name in names:
+        # --only filters cases like steps ("--only overlap": the overlap steps and the overlap cases).
+        if args.only in f"case {name}":
             step(f"case {name}", s_case(name), 120.0)
     _finish()
 

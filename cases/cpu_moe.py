@@ -14,9 +14,14 @@ with it; each backend runs its own implementation of that handshake:
 | `eager`      | direct computation, capture refused   | synchronizing copies, capture refused               |
 
 Always registered (CI's CPU backend, and the GPU): each format `recorded`, bf16 `direct`, and the negative
-control bf16 `unrecorded` (stale_replay, capture forced). Registered only with a device: each format `memop`,
-bf16 `hostfn`, bf16 `eager` (probe fails, capture raises FallbackEager -> fallback_eager), the unrecorded-memop
-fault forced into capture (stale_replay), and bf16 memop with 3 rebuilds and 19 live graphs (Case fields).
+control bf16 `unrecorded` (stale_replay, capture forced). The hybrid layer (a shared expert in torch ops, the
+GPU part, plus the CPU experts; kernels/cpu_moe.py, module note on the hybrid layer) with overlap off and on:
+bf16 `recorded_overlap_{off,on}` (pass) and `unrecorded_overlap_{off,on}` (stale_replay: the GPU part replays
+with fresh inputs, the CPU experts' part stays stale, and the sum must still be caught).
+Registered only with a device: each format `memop`, bf16 `hostfn`, bf16 `eager` (probe fails, capture
+raises FallbackEager -> fallback_eager), the unrecorded-memop fault forced into capture (stale_replay), bf16
+memop with 3 rebuilds and 19 live graphs (Case fields), and the hybrid layer as bf16
+`memop_overlap_{off,on}` (native memop nodes) and `hostfn_overlap_on`.
 On the gpu backend some bf16 names resolve to the same GPU handshake and share one executor (`direct` and
 `hostfn`; `recorded` and `memop_explicit`; `unrecorded` and `memop_unrecorded`); both names stay because
 the always-registered ones are what CI's cpu backend runs.
@@ -57,15 +62,37 @@ def resolve(mode: str, fault: str, device_type: str) -> tuple[str, bool, str]:
 
 
 @functools.cache
+def shared_expert(device_type: str) -> cpu_moe.SharedExpert:
+    """The hybrid layer's GPU part: a shared expert as wide as the CPU experts, on the inputs' device."""
+    _, h, i = GPU_SHAPE[:3] if device_type == "cuda" else (EXPERTS, HIDDEN, INTER)
+    return cpu_moe.make_shared_expert(h, i, seed=4242, device=device_type)
+
+
+@functools.cache
 def executor(
-    fmt: str, mode: str, explicit: bool, fault: str, probe: bool, device_type: str
+    fmt: str,
+    mode: str,
+    explicit: bool,
+    fault: str,
+    probe: bool,
+    device_type: str,
+    overlap: bool | None = None,
 ) -> cpu_moe.CpuMoeExecutor:
-    """One executor per resolved configuration, built on first use (inside the harness's warm-up)."""
+    """One executor per resolved configuration, built on first use (inside the harness's warm-up).
+    overlap: None, the CPU experts alone; False/True, the hybrid layer with its GPU part after / during the
+    CPU computation."""
     gpu = device_type == "cuda"
     tokens, top_k = (GPU_SHAPE[3], GPU_SHAPE[4]) if gpu else (TOKENS, TOP_K)
     faults = cpu_moe.Faults(**({fault: True} if fault else {}))
     ex = cpu_moe.CpuMoeExecutor(
-        bank(fmt, gpu), top_k=top_k, graph_sizes=(tokens,), mode=mode, device=device_type, faults=faults
+        bank(fmt, gpu),
+        top_k=top_k,
+        graph_sizes=(tokens,),
+        mode=mode,
+        device=device_type,
+        faults=faults,
+        shared=None if overlap is None else shared_expert(device_type),
+        overlap=bool(overlap),
     )
     ex.explicit_memop_nodes = explicit
     if probe:
@@ -92,20 +119,25 @@ def _case(
     name: str = "",
     rebuilds: int = 0,
     live_graphs: int = 0,
+    overlap: bool | None = None,
 ) -> None:
     def op(hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor) -> torch.Tensor:
         device_type = hidden.device.type
-        ex = executor(fmt, *resolve(mode, fault, device_type), probe, device_type)
+        ex = executor(fmt, *resolve(mode, fault, device_type), probe, device_type, overlap)
         return ex(hidden, expert_ids, router_weights)
 
     def reference(
         hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor
     ) -> torch.Tensor:
-        return cpu_moe.reference_moe(
-            hidden, expert_ids, router_weights, bank(fmt, hidden.device.type == "cuda")
+        device_type = hidden.device.type
+        shared = None if overlap is None else shared_expert(device_type)
+        return cpu_moe.reference_layer(
+            hidden, expert_ids, router_weights, bank(fmt, device_type == "cuda"), shared
         )
 
     suffix = f"_{fault}" if fault else ""
+    if overlap is not None:
+        suffix += "_overlap_on" if overlap else "_overlap_off"
     threshold = f"{fmt} threshold {cpu_moe.THRESHOLDS[fmt]} (kernels/cpu_moe.py THRESHOLDS: seed 000)"
     register(
         Case(
@@ -133,6 +165,25 @@ _case(
     note="negative control, capture forced: notify/wait runs at capture only (cpu: a plain pybind11 call; "
     "gpu: memops on a non-capturing stream), so replay copies a stale host result",
 )
+_HYBRID = "hybrid layer: CPU experts + a shared expert in torch ops (the GPU part)"
+_OFF = "overlap off: the GPU part after the copy back"
+_ON = (
+    "overlap on: the GPU part while the CPU computes (cpu: between the notify and wait ops; gpu: a forked "
+    "stream joined before the combine)"
+)
+for _overlap, _order in ((False, _OFF), (True, _ON)):
+    _case(
+        "bf16", "recorded", overlap=_overlap, note=f"{_HYBRID}; {_order}; gpu backend: explicit memop nodes"
+    )
+    _case(
+        "bf16",
+        "unrecorded",
+        overlap=_overlap,
+        expect="stale_replay",
+        probe=False,
+        note=f"negative control, capture forced; {_HYBRID}; {_order}: the GPU part replays with fresh "
+        "inputs, the CPU experts' part is stale, and the sum must still fail",
+    )
 
 if torch.cuda.is_available():
     for _fmt in cpu_moe.FORMATS:
@@ -161,3 +212,6 @@ if torch.cuda.is_available():
         live_graphs=19,
         note="3 recaptures and 19 live graphs replayed interleaved on one executor slot (seed 000)",
     )
+    for _overlap, _order in ((False, _OFF), (True, _ON)):
+        _case("bf16", "memop", overlap=_overlap, note=f"{_HYBRID}; {_order}; memops captured natively")
+    _case("bf16", "hostfn", overlap=True, note=f"{_HYBRID}; {_ON}; the CPU layer as a host-function node")

@@ -27,6 +27,16 @@ take the real handshake: hidden states on the GPU, experts on the CPU, copy GPU-
 `HANDSHAKE_ON_GPU` maps each emulated handshake to the GPU handshake with the same graph semantics.
 Devices compare by type, and by index only when both name one (`same_device`: `cuda` matches `cuda:0`).
 
+NOTE on the hybrid layer (seed 000: "real hybrid CPU/GPU computation with overlap on/off"): the executor is
+the layer; with `shared=` (a SharedExpert, torch ops on the layer's device) its output is the CPU experts'
+contribution plus the GPU part's, and `overlap` picks where the GPU part runs. off: stage in, notify, wait,
+copy back, GPU part, combine. on: the GPU part runs while the CPU computes. On the CPU backend that is
+literal: stage in, notify (custom op; the emulated wait is queued on a thread), GPU part (recorded aten
+ops), wait (custom op), copy back, combine. On a GPU, handshake.hip enqueues notify and wait as one unit,
+so the GPU part forks onto a second stream before the handshake and joins before the combine: the same
+dependencies (`_gpu_overlapped`). The probe checks the handshake alone (with overlap: the split ops on the
+CPU backend, the unchanged `_enqueue` on a GPU); the cases check the whole layer.
+
 NOTE on waits: a GPU wait-value has no timeout. The probe's watchdog releases a wait the CPU never answers
 and outlives a delayed launch; `wait_guard` is the same for any block of code (bench/cpu_moe_gpu_smoke.py):
 past its deadline it releases every live executor's waits until the block ends. Watchdog threads never call
@@ -80,6 +90,9 @@ HANDSHAKE_ON_GPU: dict[str, tuple[str, bool, str]] = {
 }
 # ... and the emulated handshake for each GPU one (a GPU case run on the CPU backend).
 HANDSHAKE_ON_CPU = {"memop": "recorded", "hostfn": "direct", "eager": "eager"}
+# Modes whose handshake leaves a gap the GPU part can fill while the CPU computes (overlap=True). `direct`
+# is one op and `eager` one synchronous call: nothing can run inside them, so overlap is refused there.
+OVERLAP_MODES = ("recorded", "unrecorded", "memop", "hostfn")
 
 SIGNAL_STRIDE = 128  # bytes per slot in the signal block: req at +0, done at +64 (cpu_moe.cpp kSignalStride)
 DEFAULT_DECODE_LIMIT = 512  # the engine's usual max decode batch; graph sizes may exceed it (seed 000)
@@ -179,6 +192,27 @@ def reference_moe(
     hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, bank: ExpertBank
 ) -> torch.Tensor:
     """Independent oracle in float64 from quant.dequantize_weight (no intermediate rounding), on CPU."""
+    return _reference_moe_f64(hidden, ids, weights, bank).to(hidden.dtype).to(hidden.device)
+
+
+def reference_layer(
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    bank: ExpertBank,
+    shared: SharedExpert | None = None,
+) -> torch.Tensor:
+    """The hybrid layer's oracle: the CPU experts' contribution plus the GPU part, summed in float64 and
+    rounded once (both halves unrounded: the layer's own bf16 roundings are what the threshold measures)."""
+    if shared is None:
+        return reference_moe(hidden, ids, weights, bank)
+    total = _reference_moe_f64(hidden, ids, weights, bank) + shared.reference(hidden)
+    return total.to(hidden.dtype).to(hidden.device)
+
+
+def _reference_moe_f64(
+    hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, bank: ExpertBank
+) -> torch.Tensor:
     w13 = quant.dequantize_weight(bank.w13).double()
     w2 = quant.dequantize_weight(bank.w2).double()
     x = hidden.detach().cpu().double()
@@ -188,7 +222,42 @@ def reference_moe(
     g, u = gu[..., : bank.inter], gu[..., bank.inter :]
     h = torch.nn.functional.silu(g) * u
     y = torch.einsum("tkhi,tki->tkh", w2[idx], h)
-    return (rw.unsqueeze(-1) * y).sum(dim=1).to(hidden.dtype).to(hidden.device)
+    return (rw.unsqueeze(-1) * y).sum(dim=1)
+
+
+@dataclass(frozen=True)
+class SharedExpert:
+    """The hybrid layer's GPU part: a shared expert (one dense SiLU-MLP on every token), in torch ops so that
+    a CUDA/HIP graph and the CPU backend's recorder both capture it. w13 [2I, H] (gate rows, then up rows)
+    and w2 [H, I], in the activation dtype, on the layer's device. Its input is the hidden states, so it
+    changes between replays as the CPU experts' inputs do."""
+
+    w13: torch.Tensor
+    w2: torch.Tensor
+
+    @property
+    def inter(self) -> int:
+        return self.w2.shape[1]
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = torch.nn.functional.linear(x, self.w13).split(self.inter, dim=-1)
+        return torch.nn.functional.linear(torch.nn.functional.silu(gate) * up, self.w2)
+
+    def reference(self, x: torch.Tensor) -> torch.Tensor:
+        """float64 on CPU, no intermediate rounding (the layer's bf16 matmuls round gate/up and h)."""
+        gu = x.detach().cpu().double() @ self.w13.detach().cpu().double().T
+        gate, up = gu[:, : self.inter], gu[:, self.inter :]
+        return (torch.nn.functional.silu(gate) * up) @ self.w2.detach().cpu().double().T
+
+
+def make_shared_expert(
+    hidden: int, inter: int, *, seed: int = 0, dtype: torch.dtype = torch.bfloat16, device: Any = "cpu"
+) -> SharedExpert:
+    """Random dense weights ~ N(0, 1/fan_in) (outputs O(1), the same scale as the CPU experts' sum)."""
+    g = torch.Generator().manual_seed(seed)
+    w13 = torch.randn(2 * inter, hidden, generator=g) / math.sqrt(hidden)
+    w2 = torch.randn(hidden, inter, generator=g) / math.sqrt(inter)
+    return SharedExpert(w13.to(dtype).to(device).contiguous(), w2.to(dtype).to(device).contiguous())
 
 
 def make_routing(
@@ -243,6 +312,34 @@ _EXECUTORS: dict[int, CpuMoeExecutor] = {}
 _HANDLES = itertools.count(1)
 
 
+def _check_gpu_part(
+    shared: SharedExpert | None,
+    overlap: bool,
+    mode: str,
+    hidden: int,
+    dtype: torch.dtype,
+    device: torch.device,
+) -> None:
+    if overlap and shared is None:
+        raise ValueError("overlap=True needs a GPU part to overlap with the CPU experts (shared=...)")
+    if overlap and mode not in OVERLAP_MODES:
+        raise ValueError(
+            f"overlap=True needs a handshake with a notify/wait gap, modes {OVERLAP_MODES}; got mode {mode!r}"
+        )
+    if shared is None:
+        return
+    for name, w in (("w13", shared.w13), ("w2", shared.w2)):
+        if not same_device(w.device, device):
+            raise ValueError(f"shared.{name} is on {w.device} but the layer runs on {device}")
+        if w.dtype != dtype:
+            raise TypeError(f"shared.{name} dtype must be {dtype} (the layer's), got {w.dtype}")
+    if shared.w13.shape != (2 * shared.inter, hidden) or shared.w2.shape != (hidden, shared.inter):
+        raise ValueError(
+            f"shared expert must be w13 [2I, {hidden}] and w2 [{hidden}, I], got "
+            f"{tuple(shared.w13.shape)} and {tuple(shared.w2.shape)}"
+        )
+
+
 class CpuMoeExecutor:
     """One MoE layer on CPU threads, with executor-owned slots and signals kept across graph rebuilds.
 
@@ -251,6 +348,11 @@ class CpuMoeExecutor:
     slot of max(graph_sizes) tokens. mode: one of HANDSHAKE_MODES. policy: "fallback" (a layer: raise
     FallbackEager at capture when graphs are disabled) or "strict" (the bare executor: raise
     UnsafeExecutorCapture). Graphs start disabled until `enable_graphs()` or a passing probe.
+
+    shared: the hybrid layer's GPU part (a SharedExpert on the layer's device); the output is then the CPU
+    experts' contribution plus shared(hidden). overlap (needs `shared` and a mode in OVERLAP_MODES): off,
+    the GPU part runs after the handshake's copy back; on, it runs while the CPU computes (module note on
+    the hybrid layer says how on each device). The order never changes the numbers.
     """
 
     def __init__(
@@ -265,6 +367,8 @@ class CpuMoeExecutor:
         device: str | torch.device = "cpu",
         policy: str = "fallback",
         faults: Faults | None = None,
+        shared: SharedExpert | None = None,
+        overlap: bool = False,
     ) -> None:
         _choice("mode", mode, HANDSHAKE_MODES)
         _choice("policy", policy, ("fallback", "strict"))
@@ -284,7 +388,14 @@ class CpuMoeExecutor:
         if self.device.type == "cuda" and self.device.index is None:
             # Resolve now: streams, mapped memory and the inputs' check all refer to one concrete device.
             self.device = torch.device("cuda", torch.cuda.current_device())
+        _check_gpu_part(shared, overlap, mode, bank.hidden, dtype, self.device)
         self.bank, self.top_k, self.mode, self.dtype, self.policy = bank, top_k, mode, dtype, policy
+        self.shared, self.overlap = shared, bool(overlap)
+        # The GPU part's stream when overlapping on a GPU, made here (eagerly, outside any capture).
+        self._gpu_part_stream = (
+            torch.cuda.Stream(device=self.device) if self.overlap and self.device.type == "cuda" else None
+        )
+        self._queued: dict[int, _QueuedWait] = {}  # CPU backend, overlap on: waits queued behind a notify
         self.graph_sizes = tuple(sorted({int(s) for s in graph_sizes}))
         self.faults = faults or Faults()
         self.graphs_enabled = False
@@ -367,6 +478,10 @@ class CpuMoeExecutor:
         if self.closed:
             return
         self.closed = True
+        for index, queued in list(self._queued.items()):  # a step abandoned between notify and wait
+            self._ex.release(index)
+            queued.thread.join(1.0)
+        self._queued.clear()
         self._ex.stop_service()
         _EXECUTORS.pop(self.handle, None)
         if self._hs is not None:
@@ -432,21 +547,67 @@ class CpuMoeExecutor:
                     "handshake mode 'eager' computes directly and cannot be captured; use 'recorded'"
                 )
         if self.mode in ("direct", "eager"):
-            return torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
+            moe = torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
+            return self._after_handshake(moe, hidden)  # overlap is refused for these modes (OVERLAP_MODES)
         slot = self.slot_for(hidden.shape[0])
         # Without the graph-node API the notify/wait cannot become nodes: it runs at capture only.
         recorded = self.mode == "recorded" and not self.faults.graph_api_unsupported
-        return self._emulated_handshake(slot, hidden, expert_ids, router_weights, recorded=recorded)
+        return self._emulated_handshake(
+            slot, hidden, expert_ids, router_weights, recorded=recorded, gpu_part=self.shared
+        )
+
+    def _after_handshake(self, moe: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+        """overlap off (or no overlap possible): the GPU part after the copy back, then combine."""
+        if self.shared is None:
+            return moe
+        return moe + self.shared(hidden)
 
     def _emulated_handshake(
-        self, slot: _Slot, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, *, recorded: bool
+        self,
+        slot: _Slot,
+        hidden: torch.Tensor,
+        ids: torch.Tensor,
+        weights: torch.Tensor,
+        *,
+        recorded: bool,
+        gpu_part: SharedExpert | None = None,
     ) -> torch.Tensor:
+        """The layer on the CPU backend, each step a recorded op in a GPU stream's order (or, unrecorded, a
+        plain call that runs at capture only). overlap off: stage in, notify+wait, stage out, GPU part,
+        combine. overlap on: stage in, notify, GPU part, wait, stage out, combine: the GPU part's torch ops
+        run while the service thread computes (the wait was queued on a thread by the notify, as a stream
+        queues a wait-value). The probe passes gpu_part=None: with overlap it still takes the split ops."""
         token = torch.ops.graphsafe.cpu_moe_stage_in(hidden, ids, weights, self.handle, slot.index)
-        if recorded:
-            token = torch.ops.graphsafe.cpu_moe_notify_wait(token, self.handle, slot.index)
+        gpu_out = None
+        if not self.overlap:
+            if recorded:
+                token = torch.ops.graphsafe.cpu_moe_notify_wait(token, self.handle, slot.index)
+            else:
+                _plain_notify_wait(self, slot.index)  # a pybind11 call: the emulated graph never sees it
         else:
-            _plain_notify_wait(self, slot.index)  # a pybind11 call: the emulated graph never sees it
-        return torch.ops.graphsafe.cpu_moe_stage_out(token, self.handle, slot.index)
+            if recorded:
+                token = torch.ops.graphsafe.cpu_moe_notify(token, self.handle, slot.index)
+            else:
+                _queue_notify_wait(self, slot.index)  # plain calls: run at capture only, like the above
+            if gpu_part is not None:
+                gpu_out = gpu_part(hidden)
+            if recorded:
+                token = torch.ops.graphsafe.cpu_moe_wait(token, self.handle, slot.index)
+            else:
+                _join_queued_wait(self, slot.index)
+        moe = torch.ops.graphsafe.cpu_moe_stage_out(token, self.handle, slot.index)
+        if gpu_part is None:
+            return moe
+        if gpu_out is None:
+            gpu_out = gpu_part(hidden)  # overlap off: after the copy back
+        return moe + gpu_out
+
+    def reference(
+        self, hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor
+    ) -> torch.Tensor:
+        """The layer's float64 oracle (reference_layer with this layer's bank and GPU part); its argument
+        names are the layer's, so it serves as a Case's `reference` as it is."""
+        return reference_layer(hidden, expert_ids, router_weights, self.bank, self.shared)
 
     def forward_eager(self, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
         """Direct computation on CPU tensors; refuses out-of-range expert ids by name."""
@@ -500,6 +661,55 @@ def _plain_notify_wait(ex: CpuMoeExecutor, slot: int) -> None:
         raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
 
 
+class _QueuedWait:
+    """The emulated stream's notify+wait for one slot, queued on a thread (CPU backend, overlap on).
+
+    NOTE: the token protocol stays the C++ notify_wait's (req := 1, wait done == 1, done := 0, with release/
+    acquire ordering), run on a thread that stands for the GPU queue: the caller's thread is then free to run
+    the GPU part while the service thread computes, as a stream runs kernels queued behind a wait-value's
+    writer. Thread start and join order the slot buffers' writes and reads on every architecture, which
+    plain Python stores into the signal words would not.
+    """
+
+    def __init__(self, ex: CpuMoeExecutor, slot: int) -> None:
+        self.answered: bool | None = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.answered = ex._ex.notify_wait(slot, int(EMULATED_WAIT_TIMEOUT_S * 1e6))
+            except BaseException as exc:  # reported by the wait
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name=f"cpu-moe-queue-{ex.handle}-{slot}", daemon=True)
+        self.thread.start()
+
+
+def _drain_queued(ex: CpuMoeExecutor, slot: int) -> None:
+    """A step that stopped between notify and wait (an exception in the GPU part) left its wait queued; a
+    stream would run it before the next step's copies, so it drains first: its answer is consumed by its own
+    wait, never by the next step's, and the CPU is done reading the slot before new inputs land there."""
+    stale = ex._queued.pop(slot, None)
+    if stale is not None:
+        stale.thread.join(EMULATED_WAIT_TIMEOUT_S + 5.0)
+
+
+def _queue_notify_wait(ex: CpuMoeExecutor, slot: int) -> None:
+    _drain_queued(ex, slot)
+    ex._queued[slot] = _QueuedWait(ex, slot)
+
+
+def _join_queued_wait(ex: CpuMoeExecutor, slot: int) -> None:
+    queued = ex._queued.pop(slot, None)
+    if queued is None:
+        raise HandshakeError(f"wait on slot {slot} without a notify before it")
+    queued.thread.join(EMULATED_WAIT_TIMEOUT_S + 5.0)
+    if queued.error is not None:
+        raise HandshakeError(f"slot {slot}: {type(queued.error).__name__}: {queued.error}")
+    if queued.thread.is_alive() or not queued.answered:
+        raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
+
+
 def capturing(device: torch.device) -> bool:
     """Is a graph being captured for work on `device`? GPUs: the current stream's capture status."""
     if device.type == "cuda":
@@ -546,6 +756,7 @@ def _stage_in(
     """The D2H copy node: inputs into the slot's executor-owned buffers. Returns a token for ordering."""
     ex = _executor(handle)
     s = _slot_by_index(ex, slot)
+    _drain_queued(ex, slot)
     ex.slot_tensor(s, "hidden").copy_(hidden)
     ex.slot_tensor(s, "ids").copy_(expert_ids)
     ex.slot_tensor(s, "weights").copy_(router_weights)
@@ -566,6 +777,30 @@ def _notify_wait(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
 
 @_notify_wait.register_fake
 def _(token, handle, slot):  # type: ignore[no-untyped-def]
+    return torch.empty_like(token)
+
+
+@torch.library.custom_op("graphsafe::cpu_moe_notify", mutates_args=())
+def _notify(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
+    """The write-value node alone (overlap on): post the slot's token; its wait is queued behind it."""
+    _queue_notify_wait(_executor(handle), slot)
+    return token.clone()
+
+
+@_notify.register_fake
+def _(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
+    return torch.empty_like(token)
+
+
+@torch.library.custom_op("graphsafe::cpu_moe_wait", mutates_args=())
+def _wait(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
+    """The wait-value node (overlap on): block until the CPU side answered the notify before it."""
+    _join_queued_wait(_executor(handle), slot)
+    return token.clone()
+
+
+@_wait.register_fake
+def _(token: torch.Tensor, handle: int, slot: int) -> torch.Tensor:
     return torch.empty_like(token)
 
 
@@ -865,15 +1100,57 @@ def _gpu_forward(
             raise HandshakeNotCapturable(
                 "handshake mode 'eager' uses synchronizing copies and cannot be captured; use 'memop' or 'hostfn'"
             )
-        return _gpu_eager(ex, hidden, ids, weights, stream)
+        return ex._after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
     if under_capture:
         ex._check_capture_allowed(force_capture)
         slot = ex.slot_for(tokens)  # no graph slot for this size: a named error, never a shared slot
     elif tokens in ex._slots:
         slot = ex._slots[tokens]
     else:
-        return _gpu_eager(ex, hidden, ids, weights, stream)
-    return _enqueue(ex, slot, hidden, ids, weights, stream, forced=force_capture)
+        # Not a graph size: synchronizing copies (never captured), so the GPU part simply follows.
+        return ex._after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
+    if ex.shared is None or not ex.overlap:
+        moe = _enqueue(ex, slot, hidden, ids, weights, stream, forced=force_capture)
+        return ex._after_handshake(moe, hidden)
+    return _gpu_overlapped(ex, slot, hidden, ids, weights, stream, forced=force_capture)
+
+
+def _gpu_overlapped(
+    ex: CpuMoeExecutor,
+    slot: _Slot,
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    stream: Any,
+    *,
+    forced: bool,
+) -> torch.Tensor:
+    """overlap on, on a GPU: the GPU part forks onto the layer's second stream and joins before the combine;
+    the handshake is the same `_enqueue` on the caller's stream as with overlap off.
+
+    NOTE on the order: handshake.hip enqueues notify and wait as one unit (copies, write req, wait done,
+    write done, copy back), so the GPU part cannot sit between them in one stream without splitting that C++
+    entry point. Under capture the fork and join (event record/wait) become graph edges: the GPU part's
+    kernels are a branch parallel to the whole handshake, so they run while the CPU computes (on the
+    emulated backend: between notify and wait, the same dependencies). Allocation: the GPU part's output is
+    allocated on the caller's stream before the fork, so its block is freed in that stream's order, after
+    the join; the intermediates live and die on the second stream.
+    """
+    assert ex.shared is not None and ex._gpu_part_stream is not None
+    side = ex._gpu_part_stream
+    gpu_out = torch.empty_like(hidden)
+    side.wait_stream(stream)  # fork: hidden is ready on the caller's stream
+    try:
+        with torch.cuda.stream(side):
+            gpu_out.copy_(ex.shared(hidden))
+        # The GPU part is queued first: the unrecorded-memop fault blocks this host call until the CPU
+        # answers.
+        moe = _enqueue(ex, slot, hidden, ids, weights, stream, forced=forced)
+    finally:
+        # join: the combine needs both halves; also when either raised, so that a capture reports that error
+        # rather than an unjoined fork.
+        stream.wait_stream(side)
+    return moe + gpu_out
 
 
 def _enqueue(

@@ -1,5 +1,6 @@
 """The CPU expert executor: formats bit-identical to kernels/quant.py, accuracy against the float64 reference,
-thread-count independence, named refusals, slot capacity from graph sizes, rebuilds and 19 live graphs.
+thread-count independence, named refusals, slot capacity from graph sizes, rebuilds and 19 live graphs, and
+the hybrid layer (a shared expert in torch ops plus the CPU experts) with overlap off and on.
 
 Method: small layers (E=4, H=128, INTER=64) so the file runs in seconds on 2 cores; the seed's shape runs in
 tests/test_handshake.py and the issue-350 reproduction.
@@ -182,3 +183,159 @@ def test_disabled_graphs_give_fallback_eager_or_a_named_refusal(banks: dict[str,
     assert result.verdict == "capture_error" and "UnsafeExecutorCapture" in result.detail
     ex.close()
     strict.close()
+
+
+# ------------------------------------------------------------------------------------------ hybrid layer
+
+
+def _hybrid(
+    bank: cpu_moe.ExpertBank,
+    overlap: bool,
+    mode: str = "recorded",
+    shared: cpu_moe.SharedExpert | None = None,
+) -> cpu_moe.CpuMoeExecutor:
+    shared = shared if shared is not None else cpu_moe.make_shared_expert(H, INTER, seed=9)
+    return cpu_moe.CpuMoeExecutor(bank, top_k=K, graph_sizes=(3,), mode=mode, shared=shared, overlap=overlap)
+
+
+def _layer_case(ex: cpu_moe.CpuMoeExecutor, name: str, expect: str = "pass") -> Case:
+    return Case(
+        name=name,
+        make_inputs=lambda seed, device: _routing(seed),
+        op=lambda hidden, expert_ids, router_weights: ex(hidden, expert_ids, router_weights),
+        reference=ex.reference,
+        tolerance=cpu_moe.THRESHOLDS[ex.bank.fmt],
+        expect=expect,
+    )
+
+
+def test_overlap_on_and_off_give_the_same_numbers_as_the_reference(
+    banks: dict[str, cpu_moe.ExpertBank],
+) -> None:
+    """Method: the hybrid layer eagerly with overlap off and on, against reference_layer (float64 sum of the
+    CPU experts and the shared expert). Expected: both under the bf16 threshold and bit-identical (same ops,
+    other order); the GPU part is not negligible (the CPU experts alone are far from the layer's answer)."""
+    x = _routing(31)
+    outs = {}
+    for overlap in (False, True):
+        ex = _hybrid(banks["bf16"], overlap)
+        outs[overlap] = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+        ref = ex.reference(x["hidden"], x["expert_ids"], x["router_weights"])
+        assert _rel_error(outs[overlap], ref) <= cpu_moe.THRESHOLDS["bf16"]
+        moe_only = cpu_moe.reference_moe(x["hidden"], x["expert_ids"], x["router_weights"], ex.bank)
+        assert _rel_error(moe_only, ref) > 0.2
+        ex.close()
+    assert torch.equal(outs[False], outs[True])
+
+
+class _WatchingShared(cpu_moe.SharedExpert):
+    """A shared expert that notes how many CPU computations had finished when it was called."""
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        ex = _watched[0]
+        _seen_served.append(ex._ex.served(ex.slot_for(x.shape[0]).index))
+        return super().__call__(x)
+
+
+_watched: list[cpu_moe.CpuMoeExecutor] = []
+_seen_served: list[int] = []
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_overlap_runs_the_gpu_part_while_the_cpu_computes(
+    overlap: bool, banks: dict[str, cpu_moe.ExpertBank]
+) -> None:
+    """Method: the CPU service is slowed by 0.2 s per request; the GPU part notes the slot's completed CPU
+    computations when it starts, and the emulated graph's op order is read from a capture. Expected: overlap
+    on, the GPU part starts before the CPU result exists and is recorded between the notify and wait ops;
+    off, it starts after and is recorded after the copy back. A GPU part sitting anywhere else (or an overlap
+    flag that changed nothing) fails one of the two."""
+    from harness.backends.cpu import CpuBackend
+
+    base = cpu_moe.make_shared_expert(H, INTER, seed=9)
+    ex = _hybrid(banks["bf16"], overlap, shared=_WatchingShared(base.w13, base.w2))
+    _watched[:] = [ex]
+    _seen_served.clear()
+    x = _routing(5)
+    slot = ex.slot_for(3).index
+    ex._ex.set_service_delay_us(200_000)
+    before = ex._ex.served(slot)
+    ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    assert _seen_served == [before if overlap else before + 1]
+    assert ex._ex.served(slot) == before + 1
+    ex._ex.set_service_delay_us(0)
+    ex.enable_graphs(True)
+    graph = CpuBackend().capture(lambda: ex(x["hidden"], x["expert_ids"], x["router_weights"]), warmup=0)
+    order = [str(node.func).split(".")[1] for node in graph.nodes]
+    graph.release()
+    first_mm = order.index("mm")
+    if overlap:
+        assert order.index("cpu_moe_notify") < first_mm < order.index("cpu_moe_wait")
+        assert order.index("cpu_moe_wait") < order.index("cpu_moe_stage_out") < order.index("add")
+    else:
+        assert "cpu_moe_notify" not in order and "cpu_moe_wait" not in order
+        assert order.index("cpu_moe_notify_wait") < order.index("cpu_moe_stage_out") < first_mm
+    ex.close()
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_hybrid_layer_replays_right_and_an_unrecorded_part_is_caught(
+    overlap: bool, banks: dict[str, cpu_moe.ExpertBank]
+) -> None:
+    """Method: harness.check on the CPU backend. Expected: the recorded hybrid layer passes with graph error
+    equal to eager error on every replay; the unrecorded handshake (forced) is stale_replay although its GPU
+    part replays fresh; a GPU part computed outside the recorder (as kernels on a non-capturing stream: the
+    graph never sees them) is stale_replay too, so the cases would catch a GPU part that is not captured."""
+    ex = _hybrid(banks["bf16"], overlap)
+    assert cpu_moe.probe_and_enable(ex).ok
+    result = check(_layer_case(ex, "hybrid"), "cpu", replays=2, patterns=(0xFF,))
+    assert result.verdict == "pass", result.detail
+    replays = [r for r in result.rows if r.graph_error is not None]
+    assert replays and all(r.graph_error == r.eager_error for r in replays)
+    ex.close()
+
+    stale = _hybrid(banks["bf16"], overlap, mode="unrecorded")
+    assert not cpu_moe.probe_and_enable(stale).ok
+    stale.enable_graphs(True)  # forced, as an engine without the probe
+    assert check(_layer_case(stale, "u", "stale_replay"), "cpu", replays=2, patterns=(0xFF,)).verdict == (
+        "stale_replay"
+    )
+    stale.close()
+
+    class _UnseenShared(cpu_moe.SharedExpert):
+        def __call__(self, x: torch.Tensor) -> torch.Tensor:
+            from torch.utils._python_dispatch import _disable_current_modes
+
+            with _disable_current_modes():
+                return super().__call__(x)
+
+    base = cpu_moe.make_shared_expert(H, INTER, seed=9)
+    unseen = _hybrid(banks["bf16"], overlap, shared=_UnseenShared(base.w13, base.w2))
+    unseen.enable_graphs(True)
+    verdict = check(_layer_case(unseen, "h", "stale_replay"), "cpu", replays=2, patterns=(0xFF,)).verdict
+    assert verdict == "stale_replay"
+    unseen.close()
+
+
+def test_overlap_refusals_name_the_field(banks: dict[str, cpu_moe.ExpertBank]) -> None:
+    """Method: overlap without a GPU part, overlap on a one-op handshake, a GPU part of the wrong dtype or
+    width. Expected: errors naming the field and the allowed values."""
+    bank = banks["bf16"]
+    with pytest.raises(ValueError, match=r"overlap=True needs a GPU part"):
+        cpu_moe.CpuMoeExecutor(bank, top_k=K, graph_sizes=(3,), mode="recorded", overlap=True)
+    with pytest.raises(ValueError, match=r"notify/wait gap.*got mode 'direct'"):
+        _hybrid(bank, True, mode="direct")
+    with pytest.raises(TypeError, match=r"shared.w13 dtype must be torch.bfloat16"):
+        _hybrid(bank, False, shared=cpu_moe.make_shared_expert(H, INTER, dtype=torch.float32))
+    with pytest.raises(ValueError, match=r"w13 \[2I, 128\]"):
+        _hybrid(bank, False, shared=cpu_moe.make_shared_expert(H + 2, INTER))
+
+
+def test_overlap_cases_are_registered_for_both_orders() -> None:
+    """Issue 6 asks for overlap on and off: the CPU backend's cases cover both, with the negative control."""
+    from cases import cpu_moe as cases  # noqa: F401
+    from harness import REGISTRY
+
+    for mode, expect in (("recorded", "pass"), ("unrecorded", "stale_replay")):
+        for order in ("off", "on"):
+            assert REGISTRY.get(f"cpu_moe_bf16_{mode}_overlap_{order}").expect == expect

@@ -19,8 +19,12 @@ from kernels import cpu_moe
 E, H, INTER, K, T = 4, 128, 64, 2, 3
 
 
-def _executor(mode: str = "recorded", device: str = "cpu", **faults: object) -> cpu_moe.CpuMoeExecutor:
+def _executor(
+    mode: str = "recorded", device: str = "cpu", overlap: bool | None = None, **faults: object
+) -> cpu_moe.CpuMoeExecutor:
+    """overlap: None, the CPU experts alone; False/True, the hybrid layer (a shared expert on `device`)."""
     bank = cpu_moe.make_bank("bf16", E, H, INTER, seed=5)
+    shared = None if overlap is None else cpu_moe.make_shared_expert(H, INTER, seed=6, device=device)
     return cpu_moe.CpuMoeExecutor(
         bank,
         top_k=K,
@@ -28,6 +32,8 @@ def _executor(mode: str = "recorded", device: str = "cpu", **faults: object) -> 
         mode=mode,
         device=device,
         faults=cpu_moe.Faults(**faults),
+        shared=shared,
+        overlap=bool(overlap),
     )
 
 
@@ -41,9 +47,7 @@ def _case(ex: cpu_moe.CpuMoeExecutor, expect: str, *, force: bool = False) -> Ca
         op=lambda hidden, expert_ids, router_weights: ex(
             hidden, expert_ids, router_weights, force_capture=force
         ),
-        reference=lambda hidden, expert_ids, router_weights: cpu_moe.reference_moe(
-            hidden, expert_ids, router_weights, ex.bank
-        ),
+        reference=ex.reference,  # the CPU experts, plus the GPU part of a hybrid layer
         tolerance=0.02,
         expect=expect,
     )
@@ -52,7 +56,7 @@ def _case(ex: cpu_moe.CpuMoeExecutor, expect: str, *, force: bool = False) -> Ca
 def _eager_is_right(ex: cpu_moe.CpuMoeExecutor) -> bool:
     x = cpu_moe.make_routing(77, T, E, K, H, ex.device, torch.bfloat16)
     out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
-    ref = cpu_moe.reference_moe(x["hidden"], x["expert_ids"], x["router_weights"], ex.bank)
+    ref = ex.reference(x["hidden"], x["expert_ids"], x["router_weights"])
     return (
         bool(torch.isfinite(out).all())
         and float((out.double() - ref.double()).abs().max() / ref.double().abs().max()) < 0.02
@@ -166,6 +170,46 @@ def test_cpu_eager_mode_refuses_capture_and_stays_right() -> None:
     ex.close()
 
 
+def test_probe_with_overlap_exercises_the_split_notify_and_wait() -> None:
+    """With overlap on, the emulated handshake is two ops (notify, wait) with the GPU part between; the probe
+    captures that split form. Expected: recorded -> ok and the layer passes; unrecorded (plain calls, run at
+    capture only) -> unsafe by the numbers, eager right, fallback_eager by default."""
+    ex = _executor(overlap=True)
+    result = cpu_moe.probe_and_enable(ex)
+    assert result.ok and ex.graphs_enabled, result.reason
+    assert check(_case(ex, "pass"), "cpu", patterns=(0xFF,)).verdict == "pass"
+    ex.close()
+    stale = _executor("unrecorded", overlap=True)
+    result = cpu_moe.probe_and_enable(stale)
+    assert not result.ok and "probe replay wrong" in result.reason
+    assert _eager_is_right(stale)
+    assert check(_case(stale, "fallback_eager"), "cpu", patterns=(0xFF,)).verdict == "fallback_eager"
+    stale.close()
+
+
+def test_overlap_wait_abandoned_by_a_failed_step_drains_before_the_next_notify() -> None:
+    """A step that raised between notify and wait (here: the GPU part) leaves its wait queued, as a stream
+    would. Expected: the next step drains it first and is right; close() answers any wait still queued."""
+    ex = _executor(overlap=True)
+
+    def boom(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("GPU part failed")
+
+    shared = ex.shared
+    ex.shared = boom  # type: ignore[assignment]
+    x = cpu_moe.make_routing(3, T, E, K, H, "cpu", torch.bfloat16)
+    with pytest.raises(RuntimeError, match="GPU part failed"):
+        ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    assert ex._queued  # the abandoned wait
+    ex.shared = shared
+    assert _eager_is_right(ex) and not ex._queued
+    ex.shared = boom  # type: ignore[assignment]
+    with pytest.raises(RuntimeError, match="GPU part failed"):
+        ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ex.close()
+    assert not ex._queued
+
+
 # ------------------------------------------------------------------------------------------------- GPU
 
 
@@ -245,4 +289,32 @@ def test_gpu_eager_mode_refuses_capture_by_name() -> None:
     g = torch.cuda.CUDAGraph()
     with pytest.raises(cpu_moe.HandshakeNotCapturable), torch.cuda.graph(g):
         ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ex.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["memop", "hostfn"])
+def test_gpu_hybrid_layer_overlap_on_and_off(mode: str) -> None:
+    """The hybrid layer on a GPU: overlap off runs the shared expert after the copy back; on forks it onto a
+    second stream joined before the combine. Expected: both probe ok, pass with graph error == eager error,
+    and the two orders agree within the bf16 threshold."""
+    x = cpu_moe.make_routing(41, T, E, K, H, "cuda", torch.bfloat16)
+    outs = {}
+    for overlap in (False, True):
+        ex = _executor(mode, "cuda", overlap=overlap)
+        assert cpu_moe.probe_and_enable(ex).ok
+        res = check(_case(ex, "pass"), "gpu")
+        assert res.verdict == "pass", res.detail
+        assert all(r.graph_error == r.eager_error for r in res.rows if r.graph_error is not None)
+        outs[overlap] = ex(x["hidden"], x["expert_ids"], x["router_weights"]).double()
+        ex.close()
+    assert float((outs[True] - outs[False]).abs().max() / outs[False].abs().max()) < 0.02
+
+
+@pytest.mark.gpu
+def test_gpu_unrecorded_memop_with_overlap_is_stale_when_forced() -> None:
+    ex = _executor("memop", "cuda", overlap=True, unrecorded_memop=True)
+    assert not cpu_moe.probe_and_enable(ex).ok
+    assert _eager_is_right(ex)
+    assert check(_case(ex, "stale_replay", force=True), "gpu").verdict == "stale_replay"
     ex.close()
