@@ -67,9 +67,15 @@ nightly: setup
 	  --report-dir $(NIGHTLY_DIR) $(ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) -m harness report nightly $(NIGHTLY_DIR)
 
+# A counterexample module with its own table (cases/counterexamples/<CASE>.py, e.g. issue350) runs as a script;
+# any other name is a registered case, rerun with its recorded seeds.
 repro: setup
-	@test -n "$(CASE)" || { echo "usage: make repro CASE=<case name> [SEED=<seed>]"; exit 2; }
-	$(PYTHON) -m harness repro $(CASE) $(if $(SEED),--seed $(SEED)) $(ARGS)
+	@test -n "$(CASE)" || { echo "usage: make repro CASE=<case or counterexample name> [SEED=<seed>]"; exit 2; }
+	@if [ -f cases/counterexamples/$(CASE).py ]; then \
+	  $(PYTHON) -m cases.counterexamples.$(CASE) $(ARGS); \
+	else \
+	  $(PYTHON) -m harness repro $(CASE) $(if $(SEED),--seed $(SEED)) $(ARGS); \
+	fi
 
 compile-hip:
 	bash .ci/compile_hip.sh
