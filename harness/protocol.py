@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
 from harness import verdicts as V
 from harness.backends import GraphBackend, get_backend
+from harness.backends.base import flatten_tensors
 from harness.case import Case
 from harness.compare import Comparison, compare, default_threshold, poison_values
 from harness.errors import REFUSAL_ERRORS, CaptureError, CaptureSyncError, CaseError, FallbackEager
@@ -203,7 +203,7 @@ def _compare_replay(
     start = time.perf_counter()
     try:
         with torch.no_grad():
-            eager_out = _flatten(case.op(**eager_inputs))
+            eager_out = list(flatten_tensors(case.op(**eager_inputs)))
         be.synchronize()
     except DEVICE_FAULTS:
         raise
@@ -215,7 +215,7 @@ def _compare_replay(
     if case.reference is not None:
         try:
             with torch.no_grad():
-                reference = _flatten(case.reference(**_clone_all(inputs_b)))
+                reference = list(flatten_tensors(case.reference(**_clone_all(inputs_b))))
         except DEVICE_FAULTS:
             raise
         except Exception as exc:  # the oracle itself is broken: a case-definition error, not a verdict
@@ -296,7 +296,7 @@ def _eager_only_rows(
     for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
         try:
             with torch.no_grad():
-                eager_out = _flatten(case.op(**_clone_all(b)))
+                eager_out = list(flatten_tensors(case.op(**_clone_all(b))))
             be.synchronize()
         except DEVICE_FAULTS:
             raise
@@ -306,7 +306,9 @@ def _eager_only_rows(
             )
             continue
         with torch.no_grad():
-            reference = _flatten(case.reference(**_clone_all(b))) if case.reference is not None else None
+            reference = (
+                list(flatten_tensors(case.reference(**_clone_all(b)))) if case.reference is not None else None
+            )
         r = _verdict_row(case, row, i, seed_b, eager_out, eager_out, reference)
         if r.row_verdict == V.PASS:
             r.row_verdict = V.FALLBACK_EAGER
@@ -549,14 +551,6 @@ def _describe(c: Comparison) -> str:
     if c.first_indices:
         parts.append(f"first at {c.first_indices}")
     return "; ".join(parts)
-
-
-def _flatten(result: Any) -> list[torch.Tensor]:
-    flat, _ = pytree.tree_flatten(result)
-    bad = [type(x).__name__ for x in flat if not isinstance(x, torch.Tensor)]
-    if bad or not flat:
-        raise TypeError(f"op/reference must return a tensor or a tuple of tensors, got {bad or 'nothing'}")
-    return flat
 
 
 def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -14,6 +14,23 @@ from typing import Any
 import torch
 
 
+def flatten_tensors(result: Any) -> tuple[torch.Tensor, ...]:
+    """An op's result (a tensor, or nested tuples/lists of tensors) as a flat tuple in return order.
+
+    The one place that decides what an op may return; raises TypeError naming what else it found.
+    """
+    if isinstance(result, torch.Tensor):
+        return (result,)
+    if isinstance(result, tuple | list) and result:
+        flat: list[torch.Tensor] = []
+        for item in result:
+            flat.extend(flatten_tensors(item))
+        return tuple(flat)
+    raise TypeError(
+        f"op returned {type(result).__name__}; outputs must be a Tensor or a non-empty tuple/list of Tensors"
+    )
+
+
 class CapturedGraph(abc.ABC):
     """One captured graph. `outputs` are the graph-owned static output tensors, flattened in return order."""
 

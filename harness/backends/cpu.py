@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.backends.base import CapturedGraph, GraphBackend
+from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager
 from harness.poison import BytePatternMode, deterministic_fill
 
@@ -163,10 +162,10 @@ class CpuBackend(GraphBackend):
             if _looks_like_sync(exc):
                 raise CaptureSyncError(f"{type(exc).__name__}: {exc}") from exc
             raise CaptureError(f"{type(exc).__name__}: {exc}") from exc
-        flat, _ = pytree.tree_flatten(result)
-        outputs = tuple(t for t in flat if isinstance(t, torch.Tensor))
-        if len(outputs) != len(flat) or not outputs:
-            raise CaptureError(f"op must return a tensor or a tuple of tensors, got {type(result).__name__}")
+        try:
+            outputs = flatten_tensors(result)
+        except TypeError as exc:
+            raise CaptureError(str(exc)) from exc
         return CpuGraph(recorder.nodes, outputs, self._pattern)
 
     def poisoned_allocation(self, pattern: int) -> contextlib.AbstractContextManager[None]:

@@ -57,7 +57,7 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import CapturedGraph, GraphBackend
+from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager
 from harness.poison import deterministic_fill
 
@@ -228,17 +228,12 @@ def classify_capture_failure(exc: BaseException) -> CaptureError:
 
 
 def flatten_outputs(result: Any) -> tuple[torch.Tensor, ...]:
-    """A tensor, or a (nested) tuple/list of tensors, as a flat tuple in return order."""
-    if isinstance(result, torch.Tensor):
-        return (result,)
-    if isinstance(result, tuple | list):
-        flat: list[torch.Tensor] = []
-        for item in result:
-            flat.extend(flatten_outputs(item))
-        return tuple(flat)
-    raise CaptureError(
-        f"op returned {type(result).__name__}; outputs must be a Tensor or a tuple/list of Tensors"
-    )
+    """The op's outputs as a flat tuple (harness.backends.base.flatten_tensors); anything else is a
+    capture error."""
+    try:
+        return flatten_tensors(result)
+    except TypeError as exc:
+        raise CaptureError(str(exc)) from exc
 
 
 def _load_poison_allocator() -> dict[str, Any]:
