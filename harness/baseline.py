@@ -14,13 +14,12 @@ Cases only in the new run are listed; they regress only if they fail.
 
 Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
 backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
-`python -m harness.baseline nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
-calls); `python -m harness.baseline update RUN_DIR` makes that run the baseline.
+`python -m harness report nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
+calls); `python -m harness report baseline RUN_DIR` makes that run the baseline.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import re
 import shutil
@@ -213,7 +212,7 @@ def main_nightly(run_dir: Path | str, root: Path | None = None) -> int:
         # A night without a baseline compares with nothing; failing says so instead of a green light.
         print(
             f"graphsafe nightly: no baseline {path} for this platform; make one with\n"
-            f"  python -m harness.baseline update {run_dir}",
+            f"  python -m harness report baseline {run_dir}",
             file=sys.stderr,
         )
         return 1
@@ -229,30 +228,3 @@ def update(run_dir: Path | str, root: Path | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(results_csv(run_dir), path)
     return path
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness.baseline", description="Compare graphsafe runs and baselines."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_compare = sub.add_parser("compare", help="compare two runs: exit 1 on regression")
-    p_compare.add_argument("old")
-    p_compare.add_argument("new")
-    p_nightly = sub.add_parser(
-        "nightly", help="compare a run with its platform baseline: exit 1 on regression"
-    )
-    p_nightly.add_argument("run_dir")
-    p_update = sub.add_parser("update", help="make a run the baseline of its platform")
-    p_update.add_argument("run_dir")
-    args = parser.parse_args(argv)
-    if args.command == "compare":
-        return main_compare(args.old, args.new)
-    if args.command == "nightly":
-        return main_nightly(args.run_dir)
-    print(f"baseline written: {update(args.run_dir)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

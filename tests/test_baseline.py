@@ -223,10 +223,13 @@ def test_nightly_against_platform_baseline(tmp_path: Path) -> None:
     assert baseline.main_nightly(tmp_path / "no-fingerprint", root) == 2
 
 
-def test_module_cli(tmp_path: Path, old_run: Path) -> None:
+def test_report_compare_cli(tmp_path: Path, old_run: Path) -> None:
+    """`python -m harness report compare` is the one command line for comparisons (harness.cli)."""
+    from harness.cli import main as cli_main
+
     new_run = write_run(tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002", "0.57")))
-    assert baseline.main(["compare", str(old_run), str(old_run)]) == 0
-    assert baseline.main(["compare", str(old_run), str(new_run)]) == 1
+    assert cli_main(["report", "compare", str(old_run), str(old_run)]) == 0
+    assert cli_main(["report", "compare", str(old_run), str(new_run)]) == 1
 
 
 # ---------------------------------------------------------------------------------------------- end to end
