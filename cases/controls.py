@@ -257,15 +257,28 @@ def _bf16_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
     return {"a": a.to(device), "b": b.to(device)}
 
 
+def bf16_gated_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """silu(a @ b) * a[:, :32] in bf16: three roundings to bf16 along the way."""
+    return torch.nn.functional.silu(a @ b) * a[:, :32]
+
+
+def gated_matmul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """The same math in float64 with one rounding at the end."""
+    a64, b64 = a.double(), b.double()
+    return (torch.nn.functional.silu(a64 @ b64) * a64[:, :32]).to(torch.bfloat16)
+
+
 register(
     Case(
         name="fixed_bf16_matmul",
         make_inputs=_bf16_inputs,
-        op=lambda a, b: a @ b,
-        reference=lambda a, b: (a.double() @ b.double()).to(torch.bfloat16),
-        note="bf16 rounding of a K=256 dot product stays far inside the 0.02 default (seed 000's threshold)",
+        op=bf16_gated_matmul,
+        reference=gated_matmul_reference,
+        note="correct bf16 arithmetic must not be flagged: its intermediate roundings give a relative error "
+        "up to about 0.007 (CPU backend, seeds 1-3, measured), inside the 0.02 default (seed 000's threshold)",
     )
 )
+
 
 # --- an output buffer cached per shape and shared by every graph of that shape -------------------------------
 

@@ -54,3 +54,11 @@ def test_stale_replay_rows_show_graph_error_over_threshold_and_eager_within() ->
         assert row.eager_error is not None and row.threshold is not None and row.graph_error is not None
         assert row.eager_error <= row.threshold < row.graph_error
         assert row.row_verdict == "stale_replay"
+
+
+def test_bf16_rounding_is_real_and_within_threshold() -> None:
+    """The bf16 twin is not vacuous: its error against the float64 reference is nonzero, and passes."""
+    result = check(REGISTRY.get("fixed_bf16_matmul"), "cpu")
+    errors = [r.eager_error for r in result.rows if r.eager_error is not None]
+    assert result.verdict == "pass"
+    assert 0 < max(errors) < 0.02
