@@ -145,12 +145,14 @@ def _check_pattern(
             r = _replay_and_compare(case, be, graph, static, b, row, i, seed_b)
             r.capture_ms = capture_ms if i == 0 else None
             rows.append(r)
-        if rebuilds:
-            rows.extend(_rebuild_rows(case, be, graph, static, inputs_b, seeds_b, row, rebuilds))
-        if live_graphs:
-            rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs))
     finally:
         graph.release()
+
+    # 7. Optional stress; each phase captures and releases graphs of its own.
+    if rebuilds:
+        rows.extend(_rebuild_rows(case, be, static, inputs_b, seeds_b, row, rebuilds))
+    if live_graphs:
+        rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs))
     return rows
 
 
@@ -321,7 +323,6 @@ def _eager_only_rows(
 def _rebuild_rows(
     case: Case,
     be: GraphBackend,
-    graph: Any,
     static: dict[str, torch.Tensor],
     inputs_b: list[dict[str, torch.Tensor]],
     seeds_b: list[int],
@@ -330,7 +331,6 @@ def _rebuild_rows(
 ) -> list[Row]:
     """Recapture `rebuilds` times, checking a replay after each; fail when device memory keeps growing."""
     rows = []
-    graph.release()
     be.synchronize()
     baseline = be.memory_in_use()
     for r in range(rebuilds):
@@ -344,9 +344,11 @@ def _rebuild_rows(
             rows.append(failed)
             break
         b_index = r % len(inputs_b)
-        res = _replay_and_compare(case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index])
+        try:
+            res = _replay_and_compare(case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index])
+        finally:
+            graph.release()
         res.phase = "rebuild"
-        graph.release()
         if res.row_verdict != V.PASS or r == rebuilds - 1:
             rows.append(res)
         if res.row_verdict != V.PASS:
