@@ -9,6 +9,7 @@ the comparison fail with error = inf.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -39,7 +40,8 @@ def default_threshold(dtype: torch.dtype) -> float:
     return DEFAULT_THRESHOLDS.get(dtype, 0.0)
 
 
-def poison_values(dtype: torch.dtype) -> list[float | int]:
+@functools.cache
+def poison_values(dtype: torch.dtype) -> tuple[float | int, ...]:
     """Values an unwritten element holds under the harness's poisoning, for this dtype.
 
     0xFF and 0x7F byte fills (the poisoning allocators) and torch's fill_uninitialized_memory (NaN for
@@ -48,7 +50,7 @@ def poison_values(dtype: torch.dtype) -> list[float | int]:
     if dtype == torch.bool or (not dtype.is_floating_point and dtype.itemsize == 1):
         # One-byte integers (packed fp4, quantized codes) hit 0x7F/0xFF once in 128 random values: too
         # common to call poison. Their stale or unwritten values still show as mismatches.
-        return []
+        return ()
     values: set[float | int] = set()
     for byte in (0xFF, 0x7F):
         raw = torch.full((dtype.itemsize,), byte, dtype=torch.uint8).view(dtype)
@@ -58,7 +60,7 @@ def poison_values(dtype: torch.dtype) -> list[float | int]:
         values.add(value)
     if not dtype.is_floating_point and not dtype.is_complex:
         values.add(torch.iinfo(dtype).max)
-    return sorted(values)
+    return tuple(sorted(values))
 
 
 @dataclass
