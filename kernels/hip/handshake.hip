@@ -1,17 +1,27 @@
 // handshake.hip -- the GPU half of the CPU/hybrid MoE handshake (seed 000, FreeToken #350 and its fix).
 //
-// One decode step, enqueued on the caller's stream (and so recorded into a graph under capture):
-//   D2H copies: hidden, expert ids, router weights -> the slot's mapped pinned host buffers
-//   memop mode: write req := 1; wait done == 1; write done := 0   (32-bit words in mapped host memory)
-//   hostfn mode: one host-function node running the CPU layer on the slot (userData = the Slot*)
-//   H2D copy: the slot's output -> the graph-owned output
+// One decode step, enqueued on the caller's stream (and so recorded into a graph under capture), in two halves:
+//   notify: D2H copies (hidden, expert ids, router weights -> the slot's mapped pinned host buffers), then
+//           memop mode:  write req := 1                          (32-bit words in mapped host memory)
+//           hostfn mode: a host function that stores req := 1   (the CPU service thread computes)
+//   wait:   memop mode:  wait done == 1; write done := 0
+//           hostfn mode: a host function that spins until done == 1, then stores done := 0
+//           then the H2D copy: the slot's output -> the caller's output
+// `enqueue_notify` and `enqueue_wait` are the halves: the hybrid layer with overlap on enqueues its GPU part
+// (torch kernels) between them on the same stream, so those kernels run while the CPU computes
+// (kernels/cpu_moe.py, module note on the hybrid layer). `enqueue` is both in one call (overlap off), and its
+// hostfn mode stays one host-function node that runs the CPU layer itself (userData = the Slot*): a host node
+// blocks its stream until it returns, so only the split hostfn form leaves a gap for GPU work.
 // The compare values are constants (1, 1, 0), so freezing them at capture is harmless: the CPU service
-// clears req and sets done, the graph consumes done itself (PITFALLS, "Stream memory operations").
+// clears req and sets done, the graph consumes done itself (PITFALLS, "Stream memory operations"). A wait
+// the CPU never answers is released by the Python watchdog storing done := 1 (kernels/cpu_moe.py Watchdog,
+// wait_guard): the memop wait-value and the hostfn spin both read that word, so one release covers either.
 //
 // Explicit nodes (FLAG_EXPLICIT_NODES, always under HIP): ROCm releases before rocm-systems#8911 execute
-// stream memops during capture without recording them, so the three memops are added as batch-memop nodes
+// stream memops during capture without recording them, so the memops are added as batch-memop nodes
 // (hipGraphAddBatchMemOpNode / cuGraphAddBatchMemOpNode) on the capture graph and spliced into the stream's
-// dependency set (hip/cudaStreamGetCaptureInfo + UpdateCaptureDependencies, "set" mode).
+// dependency set (hip/cudaStreamGetCaptureInfo + UpdateCaptureDependencies, "set" mode), per half: work the
+// caller captures between the halves depends on the notify node, and the wait node depends on that work.
 // FLAG_INJECT_UNRECORDED (fault injection) issues the memops on a private non-capturing stream instead: they
 // run once during capture and never on replay, the ROCm failure shape, reproduced on CUDA.
 #include "hip_compat.h"
@@ -19,9 +29,12 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <chrono>
+#include <cstdint>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace py = pybind11;
@@ -30,6 +43,8 @@ namespace {
 
 constexpr int kModeMemop = 0, kModeHostFn = 1;
 constexpr int kFlagExplicitNodes = 1, kFlagInjectUnrecorded = 2;
+// Which halves of the memop handshake to enqueue (enqueue: both; enqueue_notify / enqueue_wait: one).
+constexpr int kPartNotify = 1, kPartWait = 2;
 
 void check(hipError_t err, const char* what) {
   if (err != hipSuccess) {
@@ -150,10 +165,12 @@ bool capturing(hipStream_t stream) {
   return status == hipStreamCaptureStatusActive;
 }
 
-void memops_on(hipStream_t s, void* req, void* done) {
-  check(hipStreamWriteValue32(s, req, 1u, 0), "hipStreamWriteValue32(req := 1)");
-  check(hipStreamWaitValue32(s, done, 1u, hipStreamWaitValueEq, 0xFFFFFFFFu), "hipStreamWaitValue32(done == 1)");
-  check(hipStreamWriteValue32(s, done, 0u, 0), "hipStreamWriteValue32(done := 0)");
+void memops_on(hipStream_t s, int parts, void* req, void* done) {
+  if (parts & kPartNotify) check(hipStreamWriteValue32(s, req, 1u, 0), "hipStreamWriteValue32(req := 1)");
+  if (parts & kPartWait) {
+    check(hipStreamWaitValue32(s, done, 1u, hipStreamWaitValueEq, 0xFFFFFFFFu), "hipStreamWaitValue32(done == 1)");
+    check(hipStreamWriteValue32(s, done, 0u, 0), "hipStreamWriteValue32(done := 0)");
+  }
 }
 
 // Relaxed capture mode for this thread for one scope, restored on every exit path (also when a check
@@ -182,15 +199,17 @@ class SideStream {
   hipStream_t s_ = nullptr;
 };
 
-void enqueue_memops(hipStream_t stream, int flags, void* req, void* done) {
+// `parts`: kPartNotify (write req := 1), kPartWait (wait done == 1, write done := 0), or both.
+void enqueue_memops(hipStream_t stream, int flags, int parts, void* req, void* done) {
   const bool under_capture = capturing(stream);
   if ((flags & kFlagInjectUnrecorded) && under_capture) {
     // Fault: the memops run now, on a stream the capture does not see, and never on replay. Relaxed mode
     // lets this thread create and synchronize another stream while its (global-mode) capture is open.
-    // The synchronize blocks until the CPU service answers (it computes from whatever the slot holds).
+    // The synchronize of a wait blocks until the CPU service answers (it computes from whatever the slot
+    // holds: the capture's own copies are recorded, not run).
     RelaxedCaptureMode relaxed;
     SideStream side;
-    memops_on(side.get(), req, done);
+    memops_on(side.get(), parts, req, done);
     check(hipStreamSynchronize(side.get()), "hipStreamSynchronize(side)");
     return;
   }
@@ -200,38 +219,117 @@ void enqueue_memops(hipStream_t stream, int flags, void* req, void* done) {
   const bool explicit_nodes = under_capture && (flags & kFlagExplicitNodes);
 #endif
   if (explicit_nodes) {
-    splice_memop(stream, false, req, 1u);
-    splice_memop(stream, true, done, 1u);
-    splice_memop(stream, false, done, 0u);
+    if (parts & kPartNotify) splice_memop(stream, false, req, 1u);
+    if (parts & kPartWait) {
+      splice_memop(stream, true, done, 1u);
+      splice_memop(stream, false, done, 0u);
+    }
     return;
   }
-  memops_on(stream, req, done);
+  memops_on(stream, parts, req, done);
 }
 
-// One handshake on `stream`. Pointers: d_* device tensors, h_* the slot's mapped pinned host buffers,
-// req/done device-visible addresses of the slot's signal words.
+// Host functions of the split hostfn handshake; userData is the host address of the slot's req or done word
+// (mapped pinned memory, stable for the executor's life, so the value frozen in a graph stays valid). They
+// call no GPU API (host functions may not).
+//   post_req: the D2H copies before it in stream order have completed when it runs; the release store
+//             publishes them to the service thread, which loads req with acquire (kernels/cpu/cpu_moe.cpp).
+//   await_done: blocks the stream until the service thread or the watchdog stores done := 1, then consumes
+//             the token. Host functions run one at a time (PITFALLS: a blocking wait inside a host function
+//             serializes all callbacks), as the fused hostfn node's inline CPU layer already does. No
+//             timeout, as a wait-value has none: a spin that gave up would let the H2D copy publish a stale
+//             slot. Backoff as cpu_moe.cpp notify_wait's: ~2000 polls, then 20 us sleeps.
+void post_req(void* req) { __atomic_store_n(static_cast<uint32_t*>(req), 1u, __ATOMIC_RELEASE); }
+
+void await_done(void* done) {
+  uint32_t* word = static_cast<uint32_t*>(done);
+  int64_t spins = 0;
+  while (__atomic_load_n(word, __ATOMIC_ACQUIRE) != 1u) {
+    if (++spins > 2000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  __atomic_store_n(word, 0u, __ATOMIC_RELEASE);
+}
+
+void check_mode(int mode) {
+  if (mode != kModeMemop && mode != kModeHostFn) {
+    throw std::invalid_argument("mode " + std::to_string(mode) + " not supported: allowed 0 (memop), 1 (hostfn)");
+  }
+}
+
+void copies_in(hipStream_t s, uintptr_t d_hidden, uintptr_t d_ids, uintptr_t d_weights, uintptr_t h_hidden,
+               uintptr_t h_ids, uintptr_t h_weights, size_t n_hidden, size_t n_ids, size_t n_weights) {
+  if (!d_hidden || !d_ids || !d_weights || !h_hidden || !h_ids || !h_weights) {
+    throw std::invalid_argument("enqueue: an input buffer pointer is null");
+  }
+  check(hipMemcpyAsync(as_ptr(h_hidden), as_ptr(d_hidden), n_hidden, hipMemcpyDeviceToHost, s), "D2H hidden");
+  check(hipMemcpyAsync(as_ptr(h_ids), as_ptr(d_ids), n_ids, hipMemcpyDeviceToHost, s), "D2H expert ids");
+  check(hipMemcpyAsync(as_ptr(h_weights), as_ptr(d_weights), n_weights, hipMemcpyDeviceToHost, s), "D2H weights");
+}
+
+void copy_out(hipStream_t s, uintptr_t d_out, uintptr_t h_out, size_t n_out) {
+  check(hipMemcpyAsync(as_ptr(d_out), as_ptr(h_out), n_out, hipMemcpyHostToDevice, s), "H2D output");
+}
+
+// One handshake on `stream` (overlap off). Pointers: d_* device tensors, h_* the slot's mapped pinned host
+// buffers, req/done device-visible addresses of the slot's signal words.
 void enqueue(uintptr_t stream_handle, int mode, int flags, uintptr_t d_hidden, uintptr_t d_ids, uintptr_t d_weights,
              uintptr_t d_out, uintptr_t h_hidden, uintptr_t h_ids, uintptr_t h_weights, uintptr_t h_out,
              size_t n_hidden, size_t n_ids, size_t n_weights, size_t n_out, uintptr_t req, uintptr_t done,
              uintptr_t host_fn, uintptr_t slot) {
-  if (mode != kModeMemop && mode != kModeHostFn) {
-    throw std::invalid_argument("mode " + std::to_string(mode) + " not supported: allowed 0 (memop), 1 (hostfn)");
-  }
-  if (!d_hidden || !d_ids || !d_weights || !d_out || !h_hidden || !h_ids || !h_weights || !h_out) {
-    throw std::invalid_argument("enqueue: a buffer pointer is null");
+  check_mode(mode);
+  if (!d_out || !h_out) throw std::invalid_argument("enqueue: an output buffer pointer is null");
+  if (mode == kModeMemop && (!req || !done)) throw std::invalid_argument("enqueue: memop mode needs signal addresses");
+  if (mode == kModeHostFn && (!host_fn || !slot)) {
+    throw std::invalid_argument("enqueue: hostfn mode needs a host function and a slot");
   }
   hipStream_t s = as_stream(stream_handle);
-  check(hipMemcpyAsync(as_ptr(h_hidden), as_ptr(d_hidden), n_hidden, hipMemcpyDeviceToHost, s), "D2H hidden");
-  check(hipMemcpyAsync(as_ptr(h_ids), as_ptr(d_ids), n_ids, hipMemcpyDeviceToHost, s), "D2H expert ids");
-  check(hipMemcpyAsync(as_ptr(h_weights), as_ptr(d_weights), n_weights, hipMemcpyDeviceToHost, s), "D2H weights");
+  copies_in(s, d_hidden, d_ids, d_weights, h_hidden, h_ids, h_weights, n_hidden, n_ids, n_weights);
   if (mode == kModeMemop) {
-    if (!req || !done) throw std::invalid_argument("enqueue: memop mode needs signal addresses");
-    enqueue_memops(s, flags, as_ptr(req), as_ptr(done));
+    enqueue_memops(s, flags, kPartNotify | kPartWait, as_ptr(req), as_ptr(done));
   } else {
-    if (!host_fn || !slot) throw std::invalid_argument("enqueue: hostfn mode needs a host function and a slot");
     check(hipLaunchHostFunc(s, reinterpret_cast<hipHostFn_t>(host_fn), as_ptr(slot)), "hipLaunchHostFunc");
   }
-  check(hipMemcpyAsync(as_ptr(d_out), as_ptr(h_out), n_out, hipMemcpyHostToDevice, s), "H2D output");
+  copy_out(s, d_out, h_out, n_out);
+}
+
+// The first half (overlap on): the D2H copies and the notify. memop mode: `req` is the device-visible
+// address of the slot's req word; hostfn mode: `req_host` is its host address.
+void enqueue_notify(uintptr_t stream_handle, int mode, int flags, uintptr_t d_hidden, uintptr_t d_ids,
+                    uintptr_t d_weights, uintptr_t h_hidden, uintptr_t h_ids, uintptr_t h_weights, size_t n_hidden,
+                    size_t n_ids, size_t n_weights, uintptr_t req, uintptr_t req_host) {
+  check_mode(mode);
+  if (mode == kModeMemop && !req) throw std::invalid_argument("enqueue_notify: memop mode needs the req address");
+  if (mode == kModeHostFn && !req_host) {
+    throw std::invalid_argument("enqueue_notify: hostfn mode needs the req word's host address");
+  }
+  hipStream_t s = as_stream(stream_handle);
+  copies_in(s, d_hidden, d_ids, d_weights, h_hidden, h_ids, h_weights, n_hidden, n_ids, n_weights);
+  if (mode == kModeMemop) {
+    enqueue_memops(s, flags, kPartNotify, as_ptr(req), nullptr);
+  } else {
+    check(hipLaunchHostFunc(s, reinterpret_cast<hipHostFn_t>(&post_req), as_ptr(req_host)),
+          "hipLaunchHostFunc(post_req)");
+  }
+}
+
+// The second half (overlap on): the wait, then the H2D copy of the slot's output. memop mode: `done` is the
+// device-visible address of the slot's done word; hostfn mode: `done_host` is its host address.
+void enqueue_wait(uintptr_t stream_handle, int mode, int flags, uintptr_t d_out, uintptr_t h_out, size_t n_out,
+                  uintptr_t done, uintptr_t done_host) {
+  check_mode(mode);
+  if (!d_out || !h_out) throw std::invalid_argument("enqueue_wait: an output buffer pointer is null");
+  if (mode == kModeMemop && !done) throw std::invalid_argument("enqueue_wait: memop mode needs the done address");
+  if (mode == kModeHostFn && !done_host) {
+    throw std::invalid_argument("enqueue_wait: hostfn mode needs the done word's host address");
+  }
+  hipStream_t s = as_stream(stream_handle);
+  if (mode == kModeMemop) {
+    enqueue_memops(s, flags, kPartWait, nullptr, as_ptr(done));
+  } else {
+    check(hipLaunchHostFunc(s, reinterpret_cast<hipHostFn_t>(&await_done), as_ptr(done_host)),
+          "hipLaunchHostFunc(await_done)");
+  }
+  copy_out(s, d_out, h_out, n_out);
 }
 
 // Host function for mark_done: publishes "everything enqueued before me on this stream has finished" in a
@@ -309,6 +407,15 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
   // Integers only, so the GIL is released: the unrecorded-memop fault synchronizes a side stream until the CPU
   // service answers, and a Python watchdog thread must be able to run meanwhile (cpu_moe.wait_guard).
   m.def("enqueue", &enqueue, py::call_guard<py::gil_scoped_release>());
+  // The two halves of `enqueue` for overlap on; the same GIL release (the fault's wait synchronizes too).
+  m.def("enqueue_notify", &enqueue_notify, py::call_guard<py::gil_scoped_release>());
+  m.def("enqueue_wait", &enqueue_wait, py::call_guard<py::gil_scoped_release>());
+  // Their host functions' addresses: plain C++ with no GPU call, so tests run them on a thread without a device
+  // (tests/test_handshake.py, against the real executor's service thread and the watchdog).
+  m.def("host_fns", [] {
+    return std::map<std::string, uintptr_t>{{"post_req", reinterpret_cast<uintptr_t>(&post_req)},
+                                            {"await_done", reinterpret_cast<uintptr_t>(&await_done)}};
+  });
   m.def("alloc_mapped", &alloc_mapped, py::arg("bytes"));
   m.def("free_mapped", [](uintptr_t host) { check(hipHostFree(as_ptr(host)), "hipHostFree"); });
   m.def("copy", [](uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
