@@ -168,8 +168,8 @@ _case(
 _HYBRID = "hybrid layer: CPU experts + a shared expert in torch ops (the GPU part)"
 _OFF = "overlap off: the GPU part after the copy back"
 _ON = (
-    "overlap on: the GPU part while the CPU computes (cpu: between the notify and wait ops; gpu: a forked "
-    "stream joined before the combine)"
+    "overlap on: the GPU part while the CPU computes, between the notify and the wait on one stream (cpu: "
+    "the split custom ops; gpu: handshake.hip's enqueue_notify and enqueue_wait)"
 )
 for _overlap, _order in ((False, _OFF), (True, _ON)):
     _case(

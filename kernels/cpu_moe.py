@@ -30,18 +30,25 @@ Devices compare by type, and by index only when both name one (`same_device`: `c
 NOTE on the hybrid layer (seed 000: "real hybrid CPU/GPU computation with overlap on/off"): the executor is
 the layer; with `shared=` (a SharedExpert, torch ops on the layer's device) its output is the CPU experts'
 contribution plus the GPU part's, and `overlap` picks where the GPU part runs. off: stage in, notify, wait,
-copy back, GPU part, combine. on: the GPU part runs while the CPU computes. On the CPU backend that is
-literal: stage in, notify (custom op; the emulated wait is queued on a thread), GPU part (recorded aten
-ops), wait (custom op), copy back, combine. On a GPU, handshake.hip enqueues notify and wait as one unit,
-so the GPU part forks onto a second stream before the handshake and joins before the combine: the same
-dependencies (`_gpu_overlapped`). The probe checks the handshake alone (with overlap: the split ops on the
-CPU backend, the unchanged `_enqueue` on a GPU); the cases check the whole layer.
+copy back, GPU part, combine. on: stage in, notify, GPU part, wait, copy back, combine, in one stream's
+order. The notify does not block the stream (a write-value, or a host function that only stores req), so
+the GPU part's kernels run while the CPU service computes, and the wait after them blocks only until the
+answer. On the CPU backend each step is a recorded op (the emulated wait is queued on a thread by the
+notify). On a GPU the halves are handshake.hip's `enqueue_notify` and `enqueue_wait` (`_gpu_overlapped`),
+and a capture records the GPU part's kernel nodes between the notify and wait nodes. Why one stream and not
+the GPU part forked onto a second stream around the fused handshake (this module's first GPU version): the
+graph stays one chain, the GPU part's memory is allocated and freed in one stream's order, and both
+backends have one structure. Overlap off keeps the fused `enqueue` (hostfn: one host node that runs the CPU
+layer itself). The probe captures the handshake alone in the form the layer uses: with overlap, notify
+then wait (on a GPU the split entry points; hostfn: two host nodes, the service thread computes); the cases
+check the whole layer.
 
-NOTE on waits: a GPU wait-value has no timeout. The probe's watchdog releases a wait the CPU never answers
-and outlives a delayed launch; `wait_guard` is the same for any block of code (bench/cpu_moe_gpu_smoke.py):
-past its deadline it releases every live executor's waits until the block ends. Watchdog threads never call
-the GPU runtime (completion is a host word set by a host function): a runtime call from another thread
-would invalidate a global-mode capture that happens to be open.
+NOTE on waits: a GPU wait-value has no timeout, nor does the split hostfn wait (a host function spinning on
+the same done word). The probe's watchdog releases a wait the CPU never answers (it stores done := 1, which
+either wait reads) and outlives a delayed launch; `wait_guard` is the same for any block of code
+(bench/cpu_moe_gpu_smoke.py): past its deadline it releases every live executor's waits until the block ends.
+Watchdog threads never call the GPU runtime (completion is a host word set by a host function): a runtime
+call from another thread would invalidate a global-mode capture that happens to be open.
 
 This module is longer than ~400 lines because the brief keeps executor, modes, probe, watchdog and
 consensus together; each section is headed.
@@ -391,10 +398,6 @@ class CpuMoeExecutor:
         _check_gpu_part(shared, overlap, mode, bank.hidden, dtype, self.device)
         self.bank, self.top_k, self.mode, self.dtype, self.policy = bank, top_k, mode, dtype, policy
         self.shared, self.overlap = shared, bool(overlap)
-        # The GPU part's stream when overlapping on a GPU, made here (eagerly, outside any capture).
-        self._gpu_part_stream = (
-            torch.cuda.Stream(device=self.device) if self.overlap and self.device.type == "cuda" else None
-        )
         self._queued: dict[int, _QueuedWait] = {}  # CPU backend, overlap on: waits queued behind a notify
         self.graph_sizes = tuple(sorted({int(s) for s in graph_sizes}))
         self.faults = faults or Faults()
@@ -453,7 +456,13 @@ class CpuMoeExecutor:
         return _Slot(index, tokens, host, dev, layout)
 
     def signal_dev(self, slot: _Slot) -> tuple[int, int]:
+        """Device-visible addresses of the slot's req and done words (the memop handshake's)."""
         base = self._signals_dev + slot.index * SIGNAL_STRIDE
+        return base, base + 64
+
+    def signal_host(self, slot: _Slot) -> tuple[int, int]:
+        """Host addresses of the same words (the split hostfn handshake's host functions write them)."""
+        base = self._signals_host + slot.index * SIGNAL_STRIDE
         return base, base + 64
 
     @property
@@ -1125,32 +1134,49 @@ def _gpu_overlapped(
     *,
     forced: bool,
 ) -> torch.Tensor:
-    """overlap on, on a GPU: the GPU part forks onto the layer's second stream and joins before the combine;
-    the handshake is the same `_enqueue` on the caller's stream as with overlap off.
+    """overlap on, on a GPU, all on the caller's stream: copies in + notify, the GPU part, wait + copy back,
+    combine (module note on the hybrid layer). Under capture the GPU part's kernel nodes lie between the
+    notify and wait nodes, as the CPU backend records its split ops.
 
-    NOTE on the order: handshake.hip enqueues notify and wait as one unit (copies, write req, wait done,
-    write done, copy back), so the GPU part cannot sit between them in one stream without splitting that C++
-    entry point. Under capture the fork and join (event record/wait) become graph edges: the GPU part's
-    kernels are a branch parallel to the whole handshake, so they run while the CPU computes (on the
-    emulated backend: between notify and wait, the same dependencies). Allocation: the GPU part's output is
-    allocated on the caller's stream before the fork, so its block is freed in that stream's order, after
-    the join; the intermediates live and die on the second stream.
+    NOTE on a GPU part that raises: the notify is already enqueued, so the CPU answers with done := 1.
+    Without its wait nobody consumes that token: the next step's wait would pass at once on it and copy back
+    the failed step's result, and every later step would lag one behind. So the wait is enqueued anyway (into
+    `out`, allocated before the notify so that this cannot fail for memory), then the GPU part's error is
+    raised; an error of that wait (a capture the first error invalidated) is dropped in favour of the first.
+    The CPU backend drains such a wait at the next stage-in (`_drain_queued`); a stream takes it in order.
     """
-    assert ex.shared is not None and ex._gpu_part_stream is not None
-    side = ex._gpu_part_stream
-    gpu_out = torch.empty_like(hidden)
-    side.wait_stream(stream)  # fork: hidden is ready on the caller's stream
+    assert ex.shared is not None
+    flags = _handshake_flags(ex, forced)  # an injected graph-API refusal raises here, before any enqueue
+    out = torch.empty_like(hidden)
+    _enqueue_notify(ex, slot, hidden, ids, weights, stream, flags)
     try:
-        with torch.cuda.stream(side):
-            gpu_out.copy_(ex.shared(hidden))
-        # The GPU part is queued first: the unrecorded-memop fault blocks this host call until the CPU
-        # answers.
-        moe = _enqueue(ex, slot, hidden, ids, weights, stream, forced=forced)
-    finally:
-        # join: the combine needs both halves; also when either raised, so that a capture reports that error
-        # rather than an unjoined fork.
-        stream.wait_stream(side)
-    return moe + gpu_out
+        gpu_out = ex.shared(hidden)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            _enqueue_wait(ex, slot, out, stream, flags)
+        raise
+    _enqueue_wait(ex, slot, out, stream, flags)
+    return out + gpu_out
+
+
+def _handshake_flags(ex: CpuMoeExecutor, forced: bool) -> int:
+    """handshake.hip flags for this executor on the current stream; raises the injected graph-API fault."""
+    under_capture = torch.cuda.is_current_stream_capturing()
+    flags = FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0
+    if ex.faults.unrecorded_memop:
+        flags |= FLAG_INJECT_UNRECORDED
+    if under_capture and ex.faults.graph_api_unsupported:
+        # Injected fault: the runtime refuses the handshake's graph nodes. The probe sees the refusal (capture
+        # failed: unsafe); a forced capture proceeds as an engine would, with memops that run at capture
+        # and are never recorded (as on CPU: without the node API the notify/wait runs at capture only).
+        if not forced or ex.mode != "memop":
+            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
+        flags |= FLAG_INJECT_UNRECORDED
+    return flags
+
+
+def _hs_mode(ex: CpuMoeExecutor) -> int:
+    return HS_MEMOP if ex.mode == "memop" else HS_HOSTFN
 
 
 def _enqueue(
@@ -1164,29 +1190,20 @@ def _enqueue(
     out: torch.Tensor | None = None,
     forced: bool = False,
 ) -> torch.Tensor:
-    """One handshake on `stream` through `slot` (recorded into the graph when the stream is capturing).
+    """One handshake on `stream` through `slot`, notify and wait in one call (overlap off; recorded into
+    the graph when the stream is capturing).
 
     `out`: a preallocated output (the probe's: nothing is allocated inside its capture, whatever memory pool
     the caller has active); else a fresh `empty_like(hidden)`.
     """
-    under_capture = torch.cuda.is_current_stream_capturing()
-    flags = FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0
-    if ex.faults.unrecorded_memop:
-        flags |= FLAG_INJECT_UNRECORDED
-    if under_capture and ex.faults.graph_api_unsupported:
-        # Injected fault: the runtime refuses the handshake's graph nodes. The probe sees the refusal (capture
-        # failed: unsafe); a forced capture proceeds as an engine would, with memops that run at capture
-        # and are never recorded (as on CPU: without the node API the notify/wait runs at capture only).
-        if not forced or ex.mode != "memop":
-            raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
-        flags |= FLAG_INJECT_UNRECORDED
+    flags = _handshake_flags(ex, forced)
     if out is None:
         out = torch.empty_like(hidden)
     req, done = ex.signal_dev(slot)
     lay = slot.layout
     ex._hs.enqueue(
         stream.cuda_stream,
-        HS_MEMOP if ex.mode == "memop" else HS_HOSTFN,
+        _hs_mode(ex),
         flags,
         hidden.data_ptr(),
         ids.data_ptr(),
@@ -1206,6 +1223,51 @@ def _enqueue(
         ex._ex.slot_handle(slot.index),
     )
     return out
+
+
+def _enqueue_notify(
+    ex: CpuMoeExecutor,
+    slot: _Slot,
+    hidden: torch.Tensor,
+    ids: torch.Tensor,
+    weights: torch.Tensor,
+    stream: Any,
+    flags: int,
+) -> None:
+    """The first half (overlap on): copies GPU->host, then the notify (write-value req := 1, or a host
+    function storing it: the CPU service thread computes)."""
+    lay = slot.layout
+    ex._hs.enqueue_notify(
+        stream.cuda_stream,
+        _hs_mode(ex),
+        flags,
+        hidden.data_ptr(),
+        ids.data_ptr(),
+        weights.data_ptr(),
+        slot.host + lay["hidden"],
+        slot.host + lay["ids"],
+        slot.host + lay["weights"],
+        hidden.numel() * hidden.element_size(),
+        ids.numel() * ids.element_size(),
+        weights.numel() * weights.element_size(),
+        ex.signal_dev(slot)[0],
+        ex.signal_host(slot)[0],
+    )
+
+
+def _enqueue_wait(ex: CpuMoeExecutor, slot: _Slot, out: torch.Tensor, stream: Any, flags: int) -> None:
+    """The second half (overlap on): the wait for done == 1 (consuming it), then the copy host->GPU into
+    `out`."""
+    ex._hs.enqueue_wait(
+        stream.cuda_stream,
+        _hs_mode(ex),
+        flags,
+        out.data_ptr(),
+        slot.host + slot.layout["out"],
+        out.numel() * out.element_size(),
+        ex.signal_dev(slot)[1],
+        ex.signal_host(slot)[1],
+    )
 
 
 def _gpu_eager(
@@ -1265,16 +1327,17 @@ class _GpuProbe:
         self._done_view = self._done_word.numpy()
 
     def _op(self) -> torch.Tensor:
-        s = self.static
-        return _enqueue(
-            self.ex,
-            self.slot,
-            s["hidden"],
-            s["expert_ids"],
-            s["router_weights"],
-            torch.cuda.current_stream(),
-            out=self.out,
-        )
+        """The handshake alone, in the layer's form: fused, or (overlap on) the two halves back to back."""
+        s, stream, ex = self.static, torch.cuda.current_stream(), self.ex
+        assert self.out is not None
+        if not ex.overlap:
+            return _enqueue(
+                ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], stream, out=self.out
+            )
+        flags = _handshake_flags(ex, forced=False)
+        _enqueue_notify(ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], stream, flags)
+        _enqueue_wait(ex, self.slot, self.out, stream, flags)
+        return self.out
 
     def capture(self, a: dict[str, torch.Tensor]) -> None:
         self.static = {k: v.clone() for k, v in a.items()}
@@ -1313,8 +1376,10 @@ class _GpuProbe:
         kinds = self.kinds or {}
         if self.ex.mode == "memop" and kinds.get("batch_mem_op", 0) < 3:
             return f"captured graph lacks the handshake's memop nodes (node kinds {kinds})"
-        if self.ex.mode == "hostfn" and kinds.get("host", 0) < 1:
-            return f"captured graph lacks the handshake's host-function node (node kinds {kinds})"
+        # hostfn: one node running the CPU layer, or (overlap on) the notify and wait host functions.
+        host_nodes = 2 if self.ex.overlap else 1
+        if self.ex.mode == "hostfn" and kinds.get("host", 0) < host_nodes:
+            return f"captured graph lacks the handshake's {host_nodes} host-function node(s) (node kinds {kinds})"
         return ""
 
     def launch(self, b: dict[str, torch.Tensor]) -> None:
