@@ -8,7 +8,12 @@ on CUDA by issuing it on a non-capturing stream).
 
 from __future__ import annotations
 
+import ctypes
+import shutil
+import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -130,8 +135,6 @@ def test_watchdog_negative_control_without_release_the_wait_hangs() -> None:
     slot = ex._probe_slots[0]
     ex._ex.set_slot_ignored(slot.index, True)
     released: list[bool] = []
-    import threading
-
     waiter = threading.Thread(target=lambda: released.append(ex._ex.notify_wait(slot.index, 2_000_000)))
     waiter.start()
     wd = cpu_moe.Watchdog(lambda: None, lambda: not waiter.is_alive(), deadline_s=0.0, max_s=0.5)
@@ -145,8 +148,6 @@ def test_watchdog_negative_control_without_release_the_wait_hangs() -> None:
 def test_wait_guard_releases_a_wait_nobody_answers() -> None:
     """Method: a wait on an ignored slot under wait_guard(0.1 s). Expected: released well before its own 3 s
     timeout, and the guard reports that it had to release."""
-    import threading
-
     ex = _executor()
     slot = ex._probe_slots[0]
     ex._ex.set_slot_ignored(slot.index, True)
@@ -208,6 +209,71 @@ def test_overlap_wait_abandoned_by_a_failed_step_drains_before_the_next_notify()
         ex(x["hidden"], x["expert_ids"], x["router_weights"])
     ex.close()
     assert not ex._queued
+
+
+# ------------------------------------------------------------- the split hostfn's host functions, without a GPU
+
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # hipHostFn_t: void(void* userData)
+
+
+def _host_fns() -> dict[str, Any]:
+    """post_req and await_done from handshake.hip, built by kernels/build.py with nvcc for sm_90 (compile and
+    import need no device; neither function calls the GPU API), callable through ctypes."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("nvcc not installed: handshake.hip's host functions are not built")
+    from kernels.build import build_extension
+
+    source = Path(cpu_moe.__file__).resolve().parent / "hip" / "handshake.hip"
+    hs = build_extension("graphsafe_handshake", [source], backend="cuda", arch="sm_90")
+    return {name: _HOST_FN(addr) for name, addr in hs.host_fns().items()}
+
+
+def test_split_hostfn_host_functions_drive_the_real_service_thread() -> None:
+    """Method: the overlap-on hostfn handshake without a GPU: inputs staged in a CPU executor's slot, then
+    handshake.hip's post_req (the notify host function) and await_done (the wait host function) called on the
+    slot's signal words as the stream's host-function thread would. Expected: the service thread computes
+    (served + 1), await_done returns and consumes the token (req and done back to 0), and the slot's output is
+    bit-equal to the executor run directly."""
+    fns = _host_fns()
+    ex = _executor()
+    slot = ex.slot_for(T)
+    x = cpu_moe.make_routing(12, T, E, K, H, "cpu", torch.bfloat16)
+    for region, key in (("hidden", "hidden"), ("ids", "expert_ids"), ("weights", "router_weights")):
+        ex.slot_tensor(slot, region).copy_(x[key])
+    req, done = ex.signal_host(slot)
+    served = ex._ex.served(slot.index)
+    fns["post_req"](req)
+    waiter = threading.Thread(target=fns["await_done"], args=(done,), daemon=True)
+    waiter.start()
+    waiter.join(10.0)
+    assert not waiter.is_alive()
+    assert ex._ex.served(slot.index) == served + 1
+    assert tuple(ex._ex.signals(slot.index)) == (0, 0)
+    expected = ex.forward_eager(x["hidden"], x["expert_ids"], x["router_weights"])
+    assert torch.equal(ex.slot_tensor(slot, "out"), expected)
+    ex.close()
+
+
+def test_split_hostfn_wait_the_cpu_never_answers_is_released_by_the_watchdog() -> None:
+    """Method: the same host functions on a slot the service ignores (the cpu_never_answers fault). Expected:
+    await_done is still blocked after 0.3 s (it has no timeout, as a wait-value has none: the negative
+    control), and the probe's Watchdog, releasing that slot's done word, unblocks it within its deadline."""
+    fns = _host_fns()
+    ex = _executor()
+    slot = ex._probe_slots[0]
+    ex._ex.set_slot_ignored(slot.index, True)
+    req, done = ex.signal_host(slot)
+    fns["post_req"](req)
+    waiter = threading.Thread(target=fns["await_done"], args=(done,), daemon=True)
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and ex._ex.served(slot.index) == 0
+    wd = cpu_moe.Watchdog(
+        lambda: ex._ex.release(slot.index), lambda: not waiter.is_alive(), deadline_s=0.05, max_s=10.0
+    )
+    assert wd.join(10.0) and not wd.hung and wd.releases > 0
+    assert not waiter.is_alive()
+    ex.close()
 
 
 # ------------------------------------------------------------------------------------------------- GPU
@@ -295,9 +361,9 @@ def test_gpu_eager_mode_refuses_capture_by_name() -> None:
 @pytest.mark.gpu
 @pytest.mark.parametrize("mode", ["memop", "hostfn"])
 def test_gpu_hybrid_layer_overlap_on_and_off(mode: str) -> None:
-    """The hybrid layer on a GPU: overlap off runs the shared expert after the copy back; on forks it onto a
-    second stream joined before the combine. Expected: both probe ok, pass with graph error == eager error,
-    and the two orders agree within the bf16 threshold."""
+    """The hybrid layer on a GPU: overlap off runs the shared expert after the copy back; on runs it between
+    enqueue_notify and enqueue_wait on the same stream. Expected: both probe ok, pass with graph error ==
+    eager error, and the two orders agree within the bf16 threshold."""
     x = cpu_moe.make_routing(41, T, E, K, H, "cuda", torch.bfloat16)
     outs = {}
     for overlap in (False, True):
@@ -309,6 +375,107 @@ def test_gpu_hybrid_layer_overlap_on_and_off(mode: str) -> None:
         outs[overlap] = ex(x["hidden"], x["expert_ids"], x["router_weights"]).double()
         ex.close()
     assert float((outs[True] - outs[False]).abs().max() / outs[False].abs().max()) < 0.02
+
+
+def _capture(ex: cpu_moe.CpuMoeExecutor, static: dict[str, torch.Tensor]) -> tuple[Any, torch.Tensor]:
+    """Warm up on a side stream, capture one layer call (keep_graph: node kinds readable), instantiate."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        ex(static["hidden"], static["expert_ids"], static["router_weights"])
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph):
+        out = ex(static["hidden"], static["expert_ids"], static["router_weights"])
+    graph.instantiate()
+    return graph, out
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("mode", "explicit"), [("memop", False), ("memop", True), ("hostfn", False)])
+def test_gpu_overlap_on_equals_overlap_off_and_eager(mode: str, explicit: bool) -> None:
+    """Method: two layers with one bank and one shared expert, overlap off and on; eagerly on three inputs, then
+    a graph of the overlap-on layer replayed with each. Expected: overlap on == off == replay bit for bit
+    (the same CPU computation, bit-identical for any thread count, plus the same GPU kernels and one add),
+    and within the bf16 threshold of the float64 layer reference. Node kinds of the overlap-on graph: the
+    handshake's memop nodes (3) or its two host functions, its 4 copies, and the GPU part's kernels. The
+    counts cannot show that the kernels lie between notify and wait (graph_node_kinds has no edges); the
+    split's order is what the CPU backend's test_overlap_runs_the_gpu_part_while_the_cpu_computes reads."""
+    bank = cpu_moe.make_bank("bf16", E, H, INTER, seed=5)
+    shared = cpu_moe.make_shared_expert(H, INTER, seed=6, device="cuda")
+    layers = {}
+    for overlap in (False, True):
+        ex = cpu_moe.CpuMoeExecutor(
+            bank, top_k=K, graph_sizes=(T,), mode=mode, device="cuda", shared=shared, overlap=overlap
+        )
+        ex.explicit_memop_nodes = explicit
+        assert cpu_moe.probe_and_enable(ex).ok
+        layers[overlap] = ex
+    static = cpu_moe.make_routing(50, T, E, K, H, "cuda", torch.bfloat16)
+    graph, out = _capture(layers[True], static)
+    hs = layers[True]._hs
+    assert hs is not None
+    kinds = dict(hs.graph_node_kinds(graph.raw_cuda_graph()))
+    if mode == "memop":
+        assert kinds.get("batch_mem_op") == 3, kinds
+    else:
+        assert kinds.get("host") == 2, kinds
+    assert kinds.get("memcpy") == 4 and kinds.get("kernel", 0) >= 2, kinds
+    for seed in (51, 52, 53):
+        x = cpu_moe.make_routing(seed, T, E, K, H, "cuda", torch.bfloat16)
+        off = layers[False](x["hidden"], x["expert_ids"], x["router_weights"])
+        on = layers[True](x["hidden"], x["expert_ids"], x["router_weights"])
+        for name, t in x.items():
+            static[name].copy_(t)
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(on, off) and torch.equal(out, on)
+        ref = layers[True].reference(x["hidden"], x["expert_ids"], x["router_weights"]).double().cpu()
+        assert float((out.double().cpu() - ref).abs().max() / ref.abs().max()) < 0.02
+    graph.reset()
+    for ex in layers.values():
+        ex.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["memop", "hostfn"])
+def test_gpu_overlap_wait_the_cpu_never_answers_is_released_by_the_watchdog(mode: str) -> None:
+    """Fault: with overlap on the probe captures the split halves, and the CPU ignores the probe slot.
+    Expected: unsafe at the deadline; the watchdog releases the split wait (memop wait-value, or the hostfn
+    await_done spinning on the same done word) until the replay drained; the GPU queue drains; eager right."""
+    ex = _executor(mode, "cuda", overlap=True, cpu_never_answers=True)
+    result = cpu_moe.probe_and_enable(ex, deadline_s=0.3)
+    assert not result.ok and "deadline" in result.reason, result.reason
+    wd = ex.last_watchdog
+    assert wd is not None and wd.join(30.0) and not wd.hung and wd.releases > 0
+    torch.cuda.synchronize()  # returns: the GPU queue drained
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["memop", "hostfn"])
+def test_gpu_overlap_gpu_part_that_raises_still_consumes_its_token(mode: str) -> None:
+    """A step whose GPU part raised after its notify was enqueued. Expected: the error surfaces, the wait was
+    enqueued anyway, so the next step is right (an unconsumed done would let its wait pass at once and copy
+    back the failed step's result: the steps would lag one behind)."""
+    ex = _executor(mode, "cuda", overlap=True)
+
+    def boom(x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("GPU part failed")
+
+    shared = ex.shared
+    ex.shared = boom  # type: ignore[assignment]
+    x = cpu_moe.make_routing(3, T, E, K, H, "cuda", torch.bfloat16)
+    with pytest.raises(RuntimeError, match="GPU part failed"):
+        ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    ex.shared = shared
+    torch.cuda.synchronize()
+    assert tuple(ex._ex.signals(ex.slot_for(T).index)) == (0, 0)  # the token was consumed
+    assert _eager_is_right(ex)
+    ex.close()
 
 
 @pytest.mark.gpu
