@@ -16,11 +16,16 @@ Steps (expected: every line OK):
   probe <mode>                  memop (native), memop (explicit batch-memop nodes), hostfn: ok, node kinds
   replay <mode>                 capture with A, 3 replays with new inputs: graph error <= 0.02, == eager
   overlap <mode>                the hybrid layer (shared expert in torch ops + CPU experts), overlap off and
-                                on: probe ok, node kinds, 3 replays with new inputs against the float64
-                                layer reference (<= 0.02, graph == eager), on vs off difference, replay ms
+                                on (on: the GPU part between enqueue_notify and enqueue_wait on one stream):
+                                probe ok, the handshake's node kinds, 3 replays with new inputs against the
+                                float64 layer reference (<= 0.02, graph == eager), on vs off bit-equal
+                                (eager and replay), replay ms
   issue350                      the seed's table on the gpu backend: unsafe 3/3 fail, safe 3/3 pass, equal
   fault <name>                  graph API unsupported / delayed launch / unrecorded memop: probe unsafe,
                                 eager right (delayed launch: the watchdog outlived it)
+  fault overlap never answers   overlap on (the probe captures the split notify/wait), memop and hostfn, the
+                                CPU ignores the probe slot: unsafe, the watchdog releases the split wait,
+                                the GPU queue drains, eager right
   forced unrecorded             harness.check(case, "gpu"): fallback_eager by default, stale_replay forced
   case <name>                   every registered cpu_moe/issue350 case through harness.check on "gpu"
 """
@@ -271,14 +276,24 @@ def s_replay(key: str) -> Callable[[], tuple[bool, str]]:
     return run
 
 
+# The handshake's nodes in a captured layer (graph_node_kinds): memop mode, write/wait/write as batch-memop
+# nodes whether fused or split; hostfn mode, one host node running the CPU layer (fused, overlap off) or the
+# notify and wait host functions (split, overlap on). Plus 3 D2H and 1 H2D copies either way.
+def _expected_kinds(mode: str, overlap: bool) -> dict[str, int]:
+    if mode == "memop":
+        return {"batch_mem_op": 3, "memcpy": 4}
+    return {"host": 2 if overlap else 1, "memcpy": 4}
+
+
 def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
-    """The hybrid layer with overlap off, then on (on: the shared expert on a forked stream, joined before the
-    combine; kernels/cpu_moe.py `_gpu_overlapped`), captured with torch.cuda.graph as in s_replay."""
+    """The hybrid layer with overlap off, then on (on: the shared expert enqueued between the handshake's
+    enqueue_notify and enqueue_wait on the caller's stream; kernels/cpu_moe.py `_gpu_overlapped`), captured
+    with torch.cuda.graph as in s_replay."""
 
     def run() -> tuple[bool, str]:
         shared = cpu_moe.make_shared_expert(H, INTER, seed=8, device="cuda")
         probe_x = inputs(300)
-        parts, ok, fixed = [], True, {}
+        parts, ok, fixed, replayed = [], True, {}, {}
         for overlap in (False, True):
             ex = cpu_moe.CpuMoeExecutor(
                 bank(), top_k=K, graph_sizes=(T,), mode=mode, device="cuda", shared=shared, overlap=overlap
@@ -300,8 +315,11 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
             with torch.cuda.graph(graph):
                 out = call(ex, static)
             kinds = dict(ex._hs.graph_node_kinds(graph.raw_cuda_graph()))
+            expected = _expected_kinds(mode, overlap)
+            kinds_ok = all(kinds.get(k) == v for k, v in expected.items()) and kinds.get("kernel", 0) > 0
+            ok = ok and kinds_ok
             graph.instantiate()
-            errs, equal_all = [], True
+            errs, equal_all, outs = [], True, []
             for i in range(3):
                 b = inputs(201 + i)
                 for name, t in b.items():
@@ -310,6 +328,7 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
                 graph.replay()
                 torch.cuda.synchronize()
                 g = out.clone()
+                outs.append(g)
                 e = call(ex, b)
                 torch.cuda.synchronize()
                 ref = ex.reference(b["hidden"], b["expert_ids"], b["router_weights"]).double().cpu()
@@ -318,6 +337,7 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
                 equal_all = equal_all and equal
                 ok = ok and ge <= THRESHOLD and equal
                 errs.append(f"{ge:.5f}")
+            replayed[overlap] = outs
             t0 = time.monotonic()
             for _ in range(20):
                 graph.replay()
@@ -328,11 +348,18 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
             graph.reset()
             ex.close()
             parts.append(
-                f"{tag}: graph errors {errs} == eager {equal_all}, replay {replay_ms:.3f} ms, kinds {kinds}"
+                f"{tag}: graph errors {errs} == eager {equal_all}, replay {replay_ms:.3f} ms, "
+                f"kinds {kinds} (handshake {expected}: {kinds_ok})"
             )
+        # Same CPU computation (bit-identical for any thread count), same GPU kernels, one add: the order
+        # must not change a bit, eagerly or replayed.
+        eager_equal = torch.equal(fixed[True], fixed[False])
+        replay_equal = all(torch.equal(a, b) for a, b in zip(replayed[True], replayed[False], strict=True))
         diff = float((fixed[True] - fixed[False]).abs().max() / fixed[False].abs().max())
-        ok = ok and diff <= THRESHOLD
-        parts.append(f"on vs off {diff:.2e} (bit-equal {torch.equal(fixed[True], fixed[False])})")
+        ok = ok and eager_equal and replay_equal
+        parts.append(
+            f"on vs off: eager bit-equal {eager_equal} (diff {diff:.2e}), replays bit-equal {replay_equal}"
+        )
         return ok, "; ".join(parts)
 
     return run
@@ -379,6 +406,41 @@ def s_fault_delayed() -> tuple[bool, str]:
         f"unsafe={not result.ok} ({result.reason}); watchdog releases {releases}, outlived the late launch "
         f"{outlived}; eager error {err:.6f}"
     )
+
+
+def s_fault_overlap_never_answers(mode: str) -> Callable[[], tuple[bool, str]]:
+    def run() -> tuple[bool, str]:
+        shared = cpu_moe.make_shared_expert(H, INTER, seed=8, device="cuda")
+        ex = cpu_moe.CpuMoeExecutor(
+            bank(),
+            top_k=K,
+            graph_sizes=(T,),
+            mode=mode,
+            device="cuda",
+            shared=shared,
+            overlap=True,
+            faults=cpu_moe.Faults(cpu_never_answers=True),
+        )
+        result = cpu_moe.probe_and_enable(ex, deadline_s=0.3)
+        wd = ex.last_watchdog
+        joined = wd is not None and wd.join(30.0)
+        torch.cuda.synchronize()  # returns: the split wait was released and the replay drained
+        x = inputs(77)
+        out = call(ex, x)
+        torch.cuda.synchronize()
+        ref = ex.reference(x["hidden"], x["expert_ids"], x["router_weights"]).double().cpu()
+        err = float((out.double().cpu() - ref).abs().max() / ref.abs().max())
+        releases = wd.releases if wd else 0
+        hung = wd.hung if wd else True
+        ok = not result.ok and "deadline" in result.reason and joined and not hung and releases > 0
+        ok = ok and err <= THRESHOLD
+        ex.close()
+        return ok, (
+            f"unsafe={not result.ok} ({result.reason}); watchdog releases {releases}, hung {hung}; "
+            f"eager layer error {err:.6f}"
+        )
+
+    return run
 
 
 def s_fault_unrecorded() -> tuple[bool, str]:
@@ -443,6 +505,8 @@ def main() -> None:
         ("issue350", s_issue350, 120.0),
         ("fault graph api unsupported", s_fault_unsupported, STEP_TIMEOUT_S),
         ("fault delayed launch", s_fault_delayed, STEP_TIMEOUT_S),
+        ("fault overlap never answers memop", s_fault_overlap_never_answers("memop"), STEP_TIMEOUT_S),
+        ("fault overlap never answers hostfn", s_fault_overlap_never_answers("hostfn"), STEP_TIMEOUT_S),
         ("fault unrecorded memop", s_fault_unrecorded, STEP_TIMEOUT_S),
         ("forced unrecorded", s_forced_unrecorded, STEP_TIMEOUT_S),
     ]
