@@ -106,6 +106,10 @@ DEFAULT_DECODE_LIMIT = 512  # the engine's usual max decode batch; graph sizes m
 PROBE_SLOTS = 4  # spare slots for probes: a slot a failed probe used is quarantined, never reused
 # A GPU wait-value has no timeout; the emulated one waits this long before the op reports a hang.
 EMULATED_WAIT_TIMEOUT_S = 30.0
+# close() on a GPU waits this long for the device to drain before its watchdog answers the executor's waits.
+# A decode step's handshake takes about a millisecond (bench/cpu_moe_gpu_smoke.py replays: 0.6-0.8 ms), so
+# 10 s is only ever reached by a wait that nobody answers.
+CLOSE_DRAIN_S = 10.0
 
 _SRC = Path(__file__).resolve().parent
 
@@ -487,16 +491,45 @@ class CpuMoeExecutor:
         if self.closed:
             return
         self.closed = True
-        for index, queued in list(self._queued.items()):  # a step abandoned between notify and wait
-            self._ex.release(index)
-            queued.thread.join(1.0)
-        self._queued.clear()
-        self._ex.stop_service()
-        _EXECUTORS.pop(self.handle, None)
-        if self._hs is not None:
-            for host in self._mapped:
-                self._hs.free_mapped(host)
-            self._mapped.clear()
+        try:
+            if self._hs is not None:
+                self._drain_gpu()
+        finally:
+            for index, queued in list(self._queued.items()):  # a step abandoned between notify and wait
+                self._ex.release(index)
+                queued.thread.join(1.0)
+            self._queued.clear()
+            self._ex.stop_service()
+            _EXECUTORS.pop(self.handle, None)
+            if self._hs is not None:
+                for host in self._mapped:
+                    self._hs.free_mapped(host)
+                self._mapped.clear()
+
+    def _drain_gpu(self) -> None:
+        """Let the device finish before the service thread stops and the signal words are freed.
+
+        NOTE: a GPU wait this executor's steps enqueued (memop wait-value, or the split hostfn's await_done)
+        is answered only by this executor's service thread, and only once the GPU has reached the notify.
+        A close right after an asynchronous step (`ex(x).double()`, then `close()`, as
+        tests/test_handshake.py's overlap on/off test did) stopped the service first whenever the GPU was
+        behind, and the step's wait was never answered. On the H200, 1 of 4 runs of the handshake GPU tests
+        with 8 pytest workers sharing the GPU hung hard (workers outlived `timeout`); this race is the one
+        path to such a hang we found in them. So close synchronizes the device first, under a watchdog that
+        answers this executor's waits past CLOSE_DRAIN_S (a wait nobody answers: an ignored slot)."""
+        finished = threading.Event()
+        guard = Watchdog(
+            self.release_all,
+            finished.is_set,
+            deadline_s=CLOSE_DRAIN_S,
+            period_s=0.01,
+            max_s=CLOSE_DRAIN_S + 60,
+        )
+        try:
+            torch.cuda.synchronize(self.device)
+        finally:
+            finished.set()
+            guard.join(5.0)
 
     # -- graph policy --------------------------------------------------------------------------------------
     def enable_graphs(self, ok: bool, reason: str = "") -> None:

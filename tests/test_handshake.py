@@ -479,6 +479,26 @@ def test_gpu_overlap_gpu_part_that_raises_still_consumes_its_token(mode: str) ->
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize(("mode", "overlap"), [("memop", False), ("memop", True), ("hostfn", True)])
+def test_gpu_close_right_after_an_asynchronous_step_drains_it(mode: str, overlap: bool) -> None:
+    """A step whose wait the service thread must answer, enqueued behind a 0.5 s sleep kernel so the GPU has
+    not reached its notify when close() runs. Expected: close drains the device before stopping the service
+    (a close that stopped it first left the wait unanswered and the process hung), returns well inside
+    CLOSE_DRAIN_S (answered by the service, not released by the watchdog), and the output is right."""
+    ex = _executor(mode, "cuda", overlap=overlap)
+    x = cpu_moe.make_routing(8, T, E, K, H, "cuda", torch.bfloat16)
+    torch.cuda.synchronize()
+    torch.cuda._sleep(int(0.5 * 2.0e9))  # ~0.5 s at the H200's ~2 GHz SM clock (_GpuProbe.CYCLES_PER_S)
+    out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    start = time.monotonic()
+    ex.close()
+    assert time.monotonic() - start < cpu_moe.CLOSE_DRAIN_S
+    torch.cuda.synchronize()
+    ref = ex.reference(x["hidden"], x["expert_ids"], x["router_weights"]).double().cpu()
+    assert float((out.double().cpu() - ref).abs().max() / ref.abs().max()) < 0.02
+
+
+@pytest.mark.gpu
 def test_gpu_unrecorded_memop_with_overlap_is_stale_when_forced() -> None:
     ex = _executor("memop", "cuda", overlap=True, unrecorded_memop=True)
     assert not cpu_moe.probe_and_enable(ex).ok
