@@ -1,8 +1,10 @@
 """Torch custom op ``graphsafe::moe_gemm``: grouped, weight-quantized MoE GEMM over a sync-free block map.
 
 Role: the dispatcher face of kernels/hip/moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and
-kernels/cpu/moe_gemm.cpp (CPU tensors: g++ module); both do the same f32 math in the same order, so CPU
-and GPU outputs are bitwise identical. The op takes the weight as the [E, K, N] view of its [E, N, K]
+kernels/cpu/moe_gemm.cpp (CPU tensors: g++ module). The GPU's CUDA-core kernel does the CPU twin's f32
+math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
+on CUDA sm_80+ a tensor-core kernel runs instead, deterministic and within TOLERANCE of the twin but not
+bitwise equal (`kernel_path` says which one runs). The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
 
@@ -135,25 +137,36 @@ def moe_gemm_op(
     block_m: int,
     zero_unwritten: bool = True,
 ) -> Tensor:
-    r, k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
+    r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
     out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
+    module, args = _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
+    module.moe_gemm(*args, int(zero_unwritten), _stream(x))
+    return out
+
+
+def _stream(x: Tensor) -> int:
+    return torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
+
+
+def _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
+    """The C++ module for x's device and the pointer/size/stride arguments both entry points share."""
     if x.device.type == "cpu":
-        module, stream = cpu_module(), 0
+        module = cpu_module()
     elif x.device.type == "cuda":
-        module, stream = gpu_module(), torch.cuda.current_stream(x.device).cuda_stream
+        module = gpu_module()
     else:
         raise ValueError(f"moe_gemm: device {x.device} is not supported; allowed: cpu, cuda (NVIDIA or ROCm)")
     block_map = block_map.contiguous()  # [S, 3] int32: a few hundred bytes
     s = w_scale if w_scale is not None else w
     ss = s.stride() if w_scale is not None else (0, 0, 0)
     g = w_global if w_global is not None else w
-    module.moe_gemm(
+    args = [
         FORMAT_CODES[fmt],
         x.data_ptr(),
         x.stride(0),
-        r,
-        k,
-        n,
+        x.shape[0],
+        x.shape[1],
+        w.shape[2],
         w.shape[0],
         w.data_ptr(),
         *w.stride(),
@@ -167,10 +180,19 @@ def moe_gemm_op(
         block_map.shape[0],
         out.data_ptr(),
         block_m,
-        int(zero_unwritten),
-        stream,
-    )
-    return out
+    ]
+    return module, args
+
+
+def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) -> str:
+    """Which kernel moe_gemm runs for these arguments: "cuda_core" (the CPU twin's bits) or "tensor_core"
+    (CUDA sm_80+, bf16/mxfp8/block_fp8, block_m > 4, 16-byte-aligned K-contiguous operands: deterministic,
+    within TOLERANCE of the twin but not bitwise equal). The CPU module always answers "cuda_core"."""
+    w, s, g = kn_views(q)
+    _validate(x, w, s, g, block_map, q.fmt)
+    out = torch.empty(x.shape[0], w.shape[2], dtype=torch.bfloat16, device=x.device)
+    module, args = _module_and_args(x, w, s, g, block_map, q.fmt, out, block_m)
+    return module.kernel_path(*args)
 
 
 @moe_gemm_op.register_fake

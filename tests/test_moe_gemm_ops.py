@@ -1,7 +1,8 @@
 """Tests for graphsafe::moe_gemm (kernels/moe_gemm_ops.py): accuracy against the f32 oracle per format,
 bitwise NK/KN equality, -1 slots, the zero-fill of uncovered rows (with its negative control), and
 refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); GPU tests compare the
-device kernel with the CPU twin bit for bit."""
+CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
+with the twin within one bf16 rounding, run to run bitwise, and for NaN propagation."""
 
 import pytest
 import torch
@@ -158,8 +159,10 @@ def _to(q, device):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", quant.FORMATS)
 @pytest.mark.parametrize(("block_m", "sizes"), [(1, (1, 0, 1, 1)), (4, (3, 0, 7, 1)), (16, (0, 7, 64, 1))])
-def test_gpu_matches_cpu_bitwise(fmt, block_m, sizes):
-    """Same math, same order: the device kernel (16-byte path and strided path) equals the CPU twin."""
+def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
+    """The CUDA-core kernel (16-byte path and strided path) equals the CPU twin bit for bit. Where the
+    tensor-core kernel runs (kernel_path says so) the test asks for one bf16 rounding instead: what its
+    own accumulation order can change. The KN copy always takes the strided CUDA-core path."""
     x, q, bmap = _problem(fmt, e=4, n=70, k=256, sizes=sizes, slack=6, block_m=block_m)
     cpu = mo.moe_gemm(x, q, bmap, block_m=block_m)
     qd = _to(q, "cuda")
@@ -167,8 +170,51 @@ def test_gpu_matches_cpu_bitwise(fmt, block_m, sizes):
     w, s, g = mo.kn_views(qd)
     sc = s.contiguous() if s is not None else None
     gpu_copy = torch.ops.graphsafe.moe_gemm(x.cuda(), w.contiguous(), sc, g, bmap.cuda(), fmt, block_m).cpu()
-    assert torch.equal(cpu.view(torch.int16), gpu_view.view(torch.int16))
     assert torch.equal(cpu.view(torch.int16), gpu_copy.view(torch.int16))
+    path = mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m)
+    assert path == ("tensor_core" if fmt in ("bf16", "mxfp8", "block_fp8") and block_m > 4 else "cuda_core")
+    if path == "cuda_core":
+        assert torch.equal(cpu.view(torch.int16), gpu_view.view(torch.int16))
+    else:
+        assert torch.isfinite(gpu_view).all()
+        assert quant.max_rel_error(gpu_view.float(), cpu.float()) <= OUTPUT_ROUNDING_BOUND
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "block_fp8"])
+@pytest.mark.parametrize(
+    ("block_m", "sizes", "n", "k"), [(16, (16, 3, 0, 9), 200, 4096), (64, (0, 100, 64, 7), 136, 96)]
+)
+def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
+    """The tensor-core kernel against the f32 oracle (one bf16 rounding plus f32 reordering over K), with
+    partial 16-row tiles, a partial 128-column block, an odd chunk count (K=96: 3 chunks, not a multiple of
+    the 4-chunk unroll) and long K; two runs give the same bits (graph replay compares against eager)."""
+    x, q, bmap = _problem(fmt, e=4, n=n, k=k, sizes=sizes, slack=5, block_m=block_m, seed=3)
+    qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
+    assert mo.kernel_path(xd, qd, bd, block_m) == "tensor_core"
+    first = mo.moe_gemm(xd, qd, bd, block_m=block_m)
+    second = mo.moe_gemm(xd, qd, bd, block_m=block_m)
+    assert torch.equal(first.view(torch.int16), second.view(torch.int16))
+    ref = mo.moe_gemm_reference(x, q, bmap)
+    assert torch.isfinite(first).all()
+    assert quant.max_rel_error(first.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + k * 2.0**-24
+    assert torch.equal(first[sum(sizes) :].cpu(), torch.zeros(5, n, dtype=torch.bfloat16))  # slack rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("poison", [0x7F, 0xFF])
+def test_gpu_tensor_core_path_propagates_nan_weights(poison):
+    """An e4m3fn NaN byte (the allocator's 0x7F / 0xFF poison patterns) in one weight column must make
+    that column NaN, as the CPU twin's decode does, and leave the other columns finite. Negative control
+    of the NaN fix-up in gs_e4m3x4_to_bf16x2: without it 0x7F decodes to 480.0, a finite, wrong weight."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
+    q.data[1, 5, 17] = torch.tensor(poison, dtype=torch.uint8).view(torch.float8_e4m3fn)
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=16)
+    assert torch.isnan(cpu[16:, 5]).all() and torch.isnan(out[16:, 5]).all()
+    assert torch.isfinite(out[:16]).all() and torch.isfinite(out[16:, :5]).all()
 
 
 @pytest.mark.gpu

@@ -69,4 +69,9 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
     moe_gemm_cpu(a, zero_unwritten);
   });
+  m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
+    (void)block_m;
+    (void)GS_MOE_GEMM_MAKE_ARGS;  // the same validation as moe_gemm
+    return std::string("cuda_core");  // the CPU twin is the reference order the CUDA-core kernel matches
+  });
 }

@@ -170,17 +170,34 @@ struct GsMoeArgs {
   int vec_x;            // 16-byte x loads allowed
 };
 
+// K/N extent of one weight scale per format (kernels/moe_gemm_ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
+// gs_moe_make_args refuses any other). Compile-time, so the scale index is shifts, not a 64-bit divide per
+// chunk and column (~70 instructions each on NVIDIA, which has no integer divider).
+GS_HD constexpr int gs_scale_k_block(int fmt) {
+  return fmt == GS_MOE_NVFP4 ? 16 : fmt == GS_MOE_BLOCK_FP8 ? 128 : (fmt == GS_MOE_BF16 || fmt == GS_MOE_FP8_FNUZ) ? 0 : 32;
+}
+GS_HD constexpr int gs_scale_n_block(int fmt) { return fmt == GS_MOE_BLOCK_FP8 ? 128 : 1; }
+
 // Scale applying to sub-chunk starting at k0 for column n (1.0 where the format has none along K).
-GS_HD inline float gs_k_scale(const GsMoeArgs& a, int64_t e, int64_t k0, int64_t n) {
-  if (a.fmt == GS_MOE_BF16 || a.fmt == GS_MOE_FP8_FNUZ) return 1.0f;
-  int64_t off = e * a.s_se + (k0 / a.s_kblk) * a.s_sk + (n / a.s_nblk) * a.s_sn;
-  switch (a.fmt) {
+template <int FMT>
+GS_HD inline float gs_k_scale_t(const GsMoeArgs& a, int64_t e, int64_t k0, int64_t n) {
+  if (FMT == GS_MOE_BF16 || FMT == GS_MOE_FP8_FNUZ) return 1.0f;
+  constexpr int64_t kb = gs_scale_k_block(FMT) > 0 ? gs_scale_k_block(FMT) : 1, nb = gs_scale_n_block(FMT);
+  const int64_t off = e * a.s_se + (k0 / kb) * a.s_sk + (n / nb) * a.s_sn;
+  switch (FMT) {
     case GS_MOE_MXFP8:
     case GS_MOE_MXFP4: return gs_e8m0(a.s[off]);
     case GS_MOE_NVFP4: return gs_e4m3fn(a.s[off]) * a.g[e * a.g_se];
     case GS_MOE_Q4_0: return gs_f16(reinterpret_cast<const uint16_t*>(a.s)[off]);
     default: return reinterpret_cast<const float*>(a.s)[off];  // block_fp8
   }
+}
+inline float gs_k_scale(const GsMoeArgs& a, int64_t e, int64_t k0, int64_t n) {
+  float r = 0.0f;
+#define GS_SCALE_CALL(F) r = gs_k_scale_t<F>(a, e, k0, n)
+  GS_MOE_DISPATCH(a.fmt, GS_SCALE_CALL)
+#undef GS_SCALE_CALL
+  return r;
 }
 GS_HD inline float gs_post_scale(const GsMoeArgs& a, int64_t e, int64_t n) {
   if (a.fmt != GS_MOE_FP8_FNUZ) return 1.0f;
@@ -214,10 +231,45 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 
 #ifndef GS_BACKEND_HOST
 // ------------------------------------------------------------------------------------------ kernels
+#if defined(GS_BACKEND_CUDA)
+#include <cuda_fp8.h>  // __nv_cvt_fp8x2_to_halfraw2: cvt.rn.f16x2.e4m3x2, one instruction per 2 weights on sm_89+
+#endif
+
 constexpr int kThreads = 256;
-constexpr int kColGroups = kThreads / kLanes;  // 8
-constexpr int kNC = 4;                         // columns per column group
-constexpr int kTileN = kColGroups * kNC;       // 32 columns per block
+constexpr int kColGroups = kThreads / kLanes;  // 8 groups of 32 logical lanes; each group owns NC columns
+
+// The CUDA-core kernel's register tile per row-tile size MR: NC columns per lane group. MR = 16 with 4
+// columns kept 4x16 accumulators plus a decoded chunk live and spilled; 2 columns do not.
+template <int MR>
+struct GsTile {
+  static constexpr int NC = MR >= 16 ? 2 : 4;
+  static constexpr int kTileN = kColGroups * NC;
+};
+
+// Weight decode on the device, DEC selecting how e4m3fn turns into f32: 0 portable bit arithmetic
+// (gs_decode_chunk_t, ~8 integer/float instructions per weight), 1 the sm_89+ hardware conversion
+// e4m3x2 -> f16x2 then f16 -> f32. f16 holds every e4m3fn value exactly (NaN stays NaN) and f16 -> f32 is
+// exact, so both give the f32 that gs_e4m3fn gives: the CPU twin's bits are kept either way.
+// bench/moe_gemm_variants.cu measures the two (reports/measurements/h200-2026-11-30/README.md).
+template <int FMT, int DEC>
+__device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float* w) {
+#if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if (DEC == 1 && (FMT == GS_MOE_MXFP8 || FMT == GS_MOE_BLOCK_FP8)) {
+#pragma unroll
+    for (int i = 0; i < kChunk / 2; ++i) {
+      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+          static_cast<__nv_fp8x2_storage_t>(words[i >> 1] >> (16 * (i & 1))), __NV_E4M3);
+      __half_raw lo, hi;
+      lo.x = h.x;
+      hi.x = h.y;
+      w[2 * i] = __half2float(__half(lo));
+      w[2 * i + 1] = __half2float(__half(hi));
+    }
+    return;
+  }
+#endif
+  gs_decode_chunk_t<FMT>(words, w);
+}
 
 __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row, int64_t chunk, float* xf) {
   const uint16_t* p = a.x + row * a.x_sr + chunk * kChunk;
@@ -233,15 +285,18 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
   }
 }
 
-template <int FMT, int MR>
-__global__ void __launch_bounds__(kThreads) gs_moe_gemm_kernel(GsMoeArgs a) {
-  __shared__ float red[kColGroups][MR][kLanes];
+// CUDA-core kernel: the bit-exact twin of kernels/cpu/moe_gemm.cpp (same decode, same per-lane chunk
+// order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
+// NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
+// bench/moe_gemm_variants.cu instantiates others to measure them.
+template <int FMT, int MR, int DEC, int NC = GsTile<MR>::NC, int MINB = 1>
+__global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a) {
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // surplus slot stamped -1 (aiter: ExptData == -1)
   const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
   const int lane = threadIdx.x % kLanes, cg = threadIdx.x / kLanes;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kTileN + cg * kNC;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kColGroups * NC) + cg * NC;
   const int64_t nchunks = a.K / kChunk;
   constexpr int cb = FMT == GS_MOE_BF16 ? 64 : (FMT == GS_MOE_MXFP4 || FMT == GS_MOE_NVFP4 || FMT == GS_MOE_Q4_0) ? 16 : 32;
   constexpr int ce = FMT == GS_MOE_BF16 ? 32 : cb;  // storage elements along K per chunk
@@ -249,16 +304,16 @@ __global__ void __launch_bounds__(kThreads) gs_moe_gemm_kernel(GsMoeArgs a) {
 
   for (int64_t rg = 0; rg < rows; rg += MR) {
     const int mr = static_cast<int>(rows - rg < MR ? rows - rg : MR);
-    float acc[kNC][MR];
+    float acc[NC][MR];
 #pragma unroll
-    for (int c = 0; c < kNC; ++c)
+    for (int c = 0; c < NC; ++c)
 #pragma unroll
       for (int m = 0; m < MR; ++m) acc[c][m] = 0.0f;
     for (int64_t chunk = lane; chunk < nchunks; chunk += kLanes) {
-      uint32_t words[kNC][16];
-      // Issue every column's loads before any math: kNC independent 16-byte load streams per lane.
+      uint32_t words[NC][16];
+      // Issue every column's loads before any math: NC independent 16-byte load streams per lane.
 #pragma unroll
-      for (int c = 0; c < kNC; ++c) {
+      for (int c = 0; c < NC; ++c) {
         const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;  // clamp: a duplicate read, never stored
         if (a.vec_w) {
           const uint8_t* p = a.w + (expert * a.w_se + chunk * ce + n * a.w_sn) * eb;
@@ -268,43 +323,238 @@ __global__ void __launch_bounds__(kThreads) gs_moe_gemm_kernel(GsMoeArgs a) {
           gs_load_chunk_strided_t<FMT>(a, expert, chunk, n, words[c]);
         }
       }
+      if (MR == 1) {  // one row: convert its x chunk once and reuse it for every column
+        float xf[kChunk];
+        gs_load_x_chunk(a, row0 + rg, chunk, xf);
 #pragma unroll
-      for (int c = 0; c < kNC; ++c) {
-        const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;
-        float w[kChunk];
-        gs_decode_chunk_t<FMT>(words[c], w);
-        const float s0 = gs_k_scale(a, expert, chunk * kChunk, n);
-        const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale(a, expert, chunk * kChunk + 16, n) : 0.0f;
+        for (int c = 0; c < NC; ++c) {
+          const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;
+          float w[kChunk];
+          gs_decode_chunk_dev<FMT, DEC>(words[c], w);
+          const float s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, n);
+          const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
+          acc[c][0] = gs_chunk_dot_t<FMT>(w, xf, s0, s1, acc[c][0]);
+        }
+      } else {
 #pragma unroll
-        for (int m = 0; m < MR; ++m) {
-          if (m < mr) {
-            float xf[kChunk];
-            gs_load_x_chunk(a, row0 + rg + m, chunk, xf);
-            acc[c][m] = gs_chunk_dot_t<FMT>(w, xf, s0, s1, acc[c][m]);
+        for (int c = 0; c < NC; ++c) {
+          const int64_t n = n0 + c < a.N ? n0 + c : a.N - 1;
+          float w[kChunk];
+          gs_decode_chunk_dev<FMT, DEC>(words[c], w);
+          const float s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, n);
+          const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
+#pragma unroll
+          for (int m = 0; m < MR; ++m) {
+            if (m < mr) {
+              float xf[kChunk];
+              gs_load_x_chunk(a, row0 + rg + m, chunk, xf);
+              acc[c][m] = gs_chunk_dot_t<FMT>(w, xf, s0, s1, acc[c][m]);
+            }
           }
         }
       }
     }
-    // Combine the 32 lanes per (column, row) in shared memory with the tree of gs_lane_tree.
+    // The lane tree of gs_lane_tree through register shuffles: at step s lane i (< s) adds lane i ^ s =
+    // i + s, which is p[i] = p[i] + p[i + s]; lane 0 ends with the tree's sum. Width 32 keeps the 32
+    // logical lanes apart on 64-wide AMD wavefronts. (Shared memory and 28 barriers per block before.)
 #pragma unroll
-    for (int c = 0; c < kNC; ++c) {
+    for (int c = 0; c < NC; ++c)
 #pragma unroll
-      for (int m = 0; m < MR; ++m) red[cg][m][lane] = acc[c][m];
-      __syncthreads();
-      for (int s = kLanes / 2; s >= 1; s >>= 1) {
-        if (lane < s)
-          for (int m = 0; m < MR; ++m) red[cg][m][lane] = red[cg][m][lane] + red[cg][m][lane + s];
-        __syncthreads();
+      for (int m = 0; m < MR; ++m)
+#pragma unroll
+        for (int s = kLanes / 2; s >= 1; s >>= 1) acc[c][m] = acc[c][m] + __shfl_xor(acc[c][m], s, kLanes);
+    if (lane == 0) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        const int64_t n = n0 + c;
+        if (n >= a.N) continue;
+        const float post = gs_post_scale(a, expert, n);
+#pragma unroll
+        for (int m = 0; m < MR; ++m)
+          if (m < mr) a.out[(row0 + rg + m) * a.N + n] = gs_float_to_bf16(acc[c][m] * post);
       }
-      const int64_t n = n0 + c;
-      if (n < a.N && lane < mr) {
-        const float v = red[cg][lane][0] * gs_post_scale(a, expert, n);
-        a.out[(row0 + rg + lane) * a.N + n] = gs_float_to_bf16(v);
-      }
-      __syncthreads();
     }
   }
 }
+
+// ------------------------------------------------------------------------ tensor-core kernel (CUDA)
+// For slots of more than 4 rows (16 tokens per expert at decode, prefill) the CUDA-core kernel does 16+
+// f32 FMAs per weight and is compute-bound (H200 run 3: 4.3 ms at 16 tokens per expert, 2.3% of copy
+// bandwidth). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU twin's
+// bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every
+// run and every replay), and its error against the f32 reference is the same order as the CUDA-core
+// kernel's (tests/test_moe_gemm_ops.py). The per-chunk scale is still applied as acc = fmaf(c, s, acc) on
+// the chunk's 32-element partial c, as in the CUDA-core kernel.
+//
+// K permutation, so every operand is one contiguous load: mma's k index is a sum index, so any
+// permutation applied to both A and B leaves the product unchanged. Lane (g = lane / 4, t = lane % 4) holds
+// K elements 8t .. 8t+7 of the chunk for A rows g and g+8 (one 16-byte x load each) and for B column g
+// (one 8-byte fp8 load); k-step 0 uses elements 8t+0..3, k-step 1 elements 8t+4..7.
+constexpr int kMmaWarps = 4;
+constexpr int kMmaNT = 4;                          // n8 tiles per warp
+constexpr int kMmaTileN = kMmaWarps * kMmaNT * 8;  // 128 columns per block
+constexpr int kMmaUnroll = 4;                      // K chunks loaded ahead per iteration (64 KB in flight per SM)
+
+GS_HD inline bool gs_mma_format(int fmt) {
+  return fmt == GS_MOE_BF16 || fmt == GS_MOE_MXFP8 || fmt == GS_MOE_BLOCK_FP8;
+}
+
+#if defined(GS_BACKEND_CUDA)
+// Four e4m3fn bytes -> two bf16x2 words, exactly: each byte goes to the top of a 16-bit half, E and M
+// shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and one bf16 multiply by
+// 2^120 rescales (a power of two: exact). S.1111.111 (NaN, also the 0x7F/0xFF poison bytes) is found with
+// one add over the word and set to a bf16 NaN, so poisoned weights still poison the output.
+__device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  const __nv_bfloat162 scale = __floats2bfloat162_rn(0x1p120f, 0x1p120f);
+  uint32_t t[2] = {__byte_perm(word, 0, 0x1404), __byte_perm(word, 0, 0x3424)};
+  uint32_t r[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    uint32_t bits = ((t[i] >> 4) & 0x07F007F0u) | (t[i] & 0x80008000u);
+    __nv_bfloat162 v;
+    memcpy(&v, &bits, 4);
+    v = __hmul2(v, scale);
+    memcpy(&r[i], &v, 4);
+  }
+  const uint32_t nan_bytes = ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+  if (nan_bytes) {
+    if (nan_bytes & 0x00000080u) r[0] = (r[0] & 0xFFFF0000u) | 0x7FC0u;
+    if (nan_bytes & 0x00008000u) r[0] = (r[0] & 0x0000FFFFu) | 0x7FC00000u;
+    if (nan_bytes & 0x00800000u) r[1] = (r[1] & 0xFFFF0000u) | 0x7FC0u;
+    if (nan_bytes & 0x80000000u) r[1] = (r[1] & 0x0000FFFFu) | 0x7FC00000u;
+  }
+  lo = r[0];
+  hi = r[1];
+}
+
+__device__ __forceinline__ void gs_mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // the launcher only picks this path on compute capability >= 8.0
+#endif
+}
+
+// MT 16-row tiles per warp (weights decoded once for all of them); grid (N / 128, slots); 4 warps.
+template <int FMT, int MT>
+__global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeArgs a) {
+  constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
+  const int64_t slot = blockIdx.y;
+  const int32_t expert = a.map[slot * 3];
+  if (expert < 0 || expert >= a.E) return;
+  const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t nw = static_cast<int64_t>(blockIdx.x) * kMmaTileN + (threadIdx.x / 32) * kMmaNT * 8;
+  if (nw >= a.N) return;  // warp-uniform
+  const int64_t nchunks = a.K / kChunk;
+  const uint8_t* wcol[kMmaNT];  // this lane's B column per n8 tile (clamped: duplicate reads, never stored)
+  int64_t scol[kMmaNT][2];      // the two output columns of this lane per n8 tile (clamped)
+#pragma unroll
+  for (int nt = 0; nt < kMmaNT; ++nt) {
+    const int64_t nb = nw + nt * 8 + g, n0 = nw + nt * 8 + 2 * t;
+    wcol[nt] = a.w + (expert * a.w_se + (nb < a.N ? nb : a.N - 1) * a.w_sn) * eb;
+    scol[nt][0] = n0 < a.N ? n0 : a.N - 1;
+    scol[nt][1] = n0 + 1 < a.N ? n0 + 1 : a.N - 1;
+  }
+  for (int64_t rg = 0; rg < rows; rg += 16 * MT) {
+    float acc[MT][kMmaNT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kMmaNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+    for (int64_t c0 = 0; c0 < nchunks; c0 += kMmaUnroll) {
+      uint4 wv[kMmaUnroll][kMmaNT];  // fp8: .x/.y used (8 bytes); bf16: all 16 bytes
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u)
+#pragma unroll
+        for (int nt = 0; nt < kMmaNT; ++nt) {
+          if (c0 + u < nchunks) {
+            const uint8_t* p = wcol[nt] + ((c0 + u) * kChunk + 8 * t) * eb;
+            if (FMT == GS_MOE_BF16) {
+              wv[u][nt] = *reinterpret_cast<const uint4*>(p);
+            } else {
+              const uint2 v = *reinterpret_cast<const uint2*>(p);
+              wv[u][nt] = make_uint4(v.x, v.y, 0u, 0u);
+            }
+          }
+        }
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int64_t chunk = c0 + u;
+        if (chunk >= nchunks) break;
+        uint32_t afr[MT][2][4];  // [m tile][row g, row g + 8][8 bf16 = K elements 8t .. 8t+7]
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t r = rg + mt * 16 + g + 8 * h;
+            uint4 v = make_uint4(0u, 0u, 0u, 0u);
+            if (r < rows) v = *reinterpret_cast<const uint4*>(a.x + (row0 + r) * a.x_sr + chunk * kChunk + 8 * t);
+            afr[mt][h][0] = v.x;
+            afr[mt][h][1] = v.y;
+            afr[mt][h][2] = v.z;
+            afr[mt][h][3] = v.w;
+          }
+#pragma unroll
+        for (int nt = 0; nt < kMmaNT; ++nt) {
+          uint32_t b[4];
+          if (FMT == GS_MOE_BF16) {
+            b[0] = wv[u][nt].x, b[1] = wv[u][nt].y, b[2] = wv[u][nt].z, b[3] = wv[u][nt].w;
+          } else {
+            gs_e4m3x4_to_bf16x2(wv[u][nt].x, b[0], b[1]);
+            gs_e4m3x4_to_bf16x2(wv[u][nt].y, b[2], b[3]);
+          }
+          float s0 = 1.0f, s1 = 1.0f;
+          if (FMT != GS_MOE_BF16) {
+            s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][0]);
+            s1 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][1]);
+          }
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            const uint32_t k0[4] = {afr[mt][0][0], afr[mt][1][0], afr[mt][0][1], afr[mt][1][1]};
+            const uint32_t k1[4] = {afr[mt][0][2], afr[mt][1][2], afr[mt][0][3], afr[mt][1][3]};
+            if (FMT == GS_MOE_BF16) {  // no K scale: accumulate in the tensor core directly
+              gs_mma_bf16(acc[mt][nt], k0, b[0], b[1]);
+              gs_mma_bf16(acc[mt][nt], k1, b[2], b[3]);
+            } else {
+              float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+              gs_mma_bf16(c, k0, b[0], b[1]);
+              gs_mma_bf16(c, k1, b[2], b[3]);
+              acc[mt][nt][0] = fmaf(c[0], s0, acc[mt][nt][0]);
+              acc[mt][nt][1] = fmaf(c[1], s1, acc[mt][nt][1]);
+              acc[mt][nt][2] = fmaf(c[2], s0, acc[mt][nt][2]);
+              acc[mt][nt][3] = fmaf(c[3], s1, acc[mt][nt][3]);
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kMmaNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int64_t r = rg + mt * 16 + g + 8 * (i / 2), n = nw + nt * 8 + 2 * t + (i % 2);
+          if (r < rows && n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(acc[mt][nt][i] * gs_post_scale(a, expert, n));
+        }
+  }
+}
+
+// Compute capability >= 8.0 of the current device (mma.sync bf16); read per launch (a cached attribute,
+// legal during capture).
+inline bool gs_device_has_mma_bf16() {
+  int dev = 0, major = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  return major >= 8;
+}
+#endif  // GS_BACKEND_CUDA
 
 // One block per row (grid-stride): zero the row iff no valid slot covers it.
 __global__ void __launch_bounds__(kThreads) gs_moe_zero_unwritten(GsMoeArgs a) {
@@ -323,26 +573,65 @@ __global__ void __launch_bounds__(kThreads) gs_moe_zero_unwritten(GsMoeArgs a) {
   }
 }
 
+// The fp8 decode the production launcher uses: the hardware conversion where the toolkit targets sm_89+
+// (it falls back to the portable decode inside gs_decode_chunk_dev elsewhere, including AMD).
+constexpr int kDecode = 1;
+
+// Which kernel runs: the tensor-core kernel for slots of more than 4 rows in bf16/mxfp8/block_fp8 with
+// 16-byte-aligned K-contiguous operands on CUDA sm_80+; the bit-exact CUDA-core kernel otherwise.
+// `use_mma` is exposed so tests can state which path produced an output.
+inline bool gs_moe_gemm_uses_mma(const GsMoeArgs& a, int block_m) {
+#if defined(GS_BACKEND_CUDA)
+  return block_m > 4 && gs_mma_format(a.fmt) && a.vec_w && a.vec_x && gs_device_has_mma_bf16();
+#else
+  (void)a;
+  (void)block_m;
+  return false;
+#endif
+}
+
+template <int FMT, int MR>
+inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
+  dim3 grid(static_cast<unsigned>((a.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
+}
+
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
   if (zero_unwritten && a.R > 0 && a.N > 0) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     hipLaunchKernelGGL(gs_moe_zero_unwritten, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, a);
   }
   if (a.S == 0 || a.N == 0) return hipGetLastError();
-  dim3 grid(static_cast<unsigned>((a.N + kTileN - 1) / kTileN), static_cast<unsigned>(a.S));
+#if defined(GS_BACKEND_CUDA)
+  if (gs_moe_gemm_uses_mma(a, block_m)) {
+    dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S));
+#define GS_LAUNCH_MMA(F, MT) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, MT>), grid, dim3(kMmaWarps * 32), 0, stream, a)
+    const int mt = block_m <= 16 ? 1 : 4;
+    if (a.fmt == GS_MOE_BF16) {
+      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_BF16, 1); else GS_LAUNCH_MMA(GS_MOE_BF16, 4);
+    } else if (a.fmt == GS_MOE_MXFP8) {
+      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_MXFP8, 1); else GS_LAUNCH_MMA(GS_MOE_MXFP8, 4);
+    } else {
+      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8, 1); else GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8, 4);
+    }
+#undef GS_LAUNCH_MMA
+    return hipGetLastError();
+  }
+#endif
   // Rows per register tile: decode slots (1..16 rows) never loop; larger block_m loops over row groups.
-#define GS_LAUNCH(F)                                                                      \
-  if (block_m <= 1)                                                                       \
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 1>), grid, dim3(kThreads), 0, stream, a);   \
-  else if (block_m <= 4)                                                                  \
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 4>), grid, dim3(kThreads), 0, stream, a);   \
-  else                                                                                    \
-    hipLaunchKernelGGL((gs_moe_gemm_kernel<F, 16>), grid, dim3(kThreads), 0, stream, a);
+#define GS_LAUNCH(F)                                  \
+  if (block_m <= 1)                                   \
+    gs_launch_cuda_core<F, 1>(a, stream);             \
+  else if (block_m <= 4)                              \
+    gs_launch_cuda_core<F, 4>(a, stream);             \
+  else                                                \
+    gs_launch_cuda_core<F, 16>(a, stream);
   GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
 #undef GS_LAUNCH
   return hipGetLastError();
 }
 #endif  // !GS_BACKEND_HOST
+
 
 #ifndef GS_MOE_GEMM_MATH_ONLY
 // ------------------------------------------------------------------------------------------ entry
@@ -369,8 +658,11 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
   gs_require_ptr(op, "out", out, R * N);
   if (fmt != GS_MOE_BF16) gs_require_ptr(op, "w_scale", s, N * K);
   if (fmt == GS_MOE_NVFP4) gs_require_ptr(op, "w_global_scale", g, E);
-  gs_require(fmt == GS_MOE_BF16 || fmt == GS_MOE_FP8_FNUZ || (s_kblk > 0 && s_nblk > 0), op,
-             "scale block sizes must be positive");
+  gs_require(fmt == GS_MOE_BF16 || fmt == GS_MOE_FP8_FNUZ ||
+                 (s_kblk == gs_scale_k_block(fmt) && s_nblk == gs_scale_n_block(fmt)),
+             op, "scale block sizes are " + std::to_string(s_kblk) + " x " + std::to_string(s_nblk) +
+                     " (K x N); allowed for this format: " + std::to_string(gs_scale_k_block(fmt)) + " x " +
+                     std::to_string(gs_scale_n_block(fmt)));
   GsMoeArgs a{fmt,  reinterpret_cast<const uint16_t*>(x), x_sr, R, K, N, E, reinterpret_cast<const uint8_t*>(w),
               w_se, w_sk, w_sn, reinterpret_cast<const uint8_t*>(s), s_se, s_sk, s_sn, s_kblk > 0 ? s_kblk : 1,
               s_nblk > 0 ? s_nblk : 1, reinterpret_cast<const float*>(g), g_se, reinterpret_cast<const int32_t*>(map),
@@ -381,11 +673,12 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
   return a;
 }
 
-#define GS_MOE_GEMM_PYARGS                                                                                      \
+// kernel_path takes the arguments up to block_m; moe_gemm adds zero_unwritten and the stream.
+#define GS_MOE_GEMM_PATHARGS                                                                                    \
   int fmt, uintptr_t x, int64_t x_sr, int64_t R, int64_t K, int64_t N, int64_t E, uintptr_t w, int64_t w_se,    \
       int64_t w_sk, int64_t w_sn, uintptr_t s, int64_t s_se, int64_t s_sk, int64_t s_sn, int64_t s_kblk,          \
-      int64_t s_nblk, uintptr_t g, int64_t g_se, uintptr_t map, int64_t S, uintptr_t out, int64_t block_m,        \
-      int zero_unwritten, uintptr_t stream
+      int64_t s_nblk, uintptr_t g, int64_t g_se, uintptr_t map, int64_t S, uintptr_t out, int64_t block_m
+#define GS_MOE_GEMM_PYARGS GS_MOE_GEMM_PATHARGS, int zero_unwritten, uintptr_t stream
 #define GS_MOE_GEMM_MAKE_ARGS \
   gs_moe_make_args(fmt, x, x_sr, R, K, N, E, w, w_se, w_sk, w_sn, s, s_se, s_sk, s_sn, s_kblk, s_nblk, g, g_se, map, S, out)
 
@@ -397,6 +690,9 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
     hipError_t err = gs_moe_gemm_launch(a, static_cast<int>(block_m), zero_unwritten, reinterpret_cast<hipStream_t>(stream));
     if (err != hipSuccess) throw std::runtime_error(std::string("moe_gemm: launch failed: ") + hipGetErrorString(err));
+  });
+  m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
+    return std::string(gs_moe_gemm_uses_mma(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m)) ? "tensor_core" : "cuda_core");
   });
 }
 #endif  // !GS_BACKEND_HOST
