@@ -3,7 +3,9 @@
 Reports, in one run on one GPU: weight bandwidth as a fraction of the device copy bandwidth measured in
 the same run (a D2D copy of the same byte count), time against a per-expert bf16 torch matmul loop and
 torch._grouped_mm (where present), and the zero-fill overhead table of the seed (2T/(E*K), zeros time,
-GEMM time, overhead). Skips cleanly without a GPU.
+GEMM time, overhead), the op's time eager and replayed from a CUDA graph (graph_ms: how a decode step
+runs it, without Python dispatch and launch gaps), and which kernel ran (moe_gemm_ops.kernel_path). Skips cleanly without a GPU.
+The kernel's own variants (e4m3 decode, tensor-core path) are swept by bench/moe_gemm_variants.cu.
 
     python bench/moe_gemm.py --out reports/bench_moe_gemm.csv [--fmt mxfp8 ...]
 """
@@ -42,6 +44,19 @@ def _time_ms(fn, iters: int = 20) -> float:
     return start.elapsed_time(end) / iters
 
 
+def _captured(fn) -> torch.cuda.CUDAGraph:
+    """fn captured in a CUDA graph, as a decode step runs it (no per-call Python dispatch or launch gaps)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()  # warm-up outside capture (module load, allocator)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 def _weight_bytes(q: quant.QuantizedWeight) -> int:
     return sum(t.numel() * t.element_size() for t in (q.data, q.scale, q.global_scale) if t is not None)
 
@@ -55,6 +70,7 @@ def bench_shape(name, e, n, k, tpe, fmt):
     bmap = routing.block_map_from_group_sizes(sizes, rows, block_m)
     x = torch.randn(rows, k, device=dev).to(torch.bfloat16)
     gemm_ms = _time_ms(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
+    graph_ms = _time_ms(_captured(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m)).replay)
     wbytes = _weight_bytes(q)
     src = torch.empty(wbytes, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
@@ -80,11 +96,14 @@ def bench_shape(name, e, n, k, tpe, fmt):
         "K": k,
         "tokens_per_expert": tpe,
         "block_m": block_m,
+        "kernel": moe_gemm_ops.kernel_path(x, q, bmap, block_m),
         "weight_bytes": wbytes,
         "gemm_ms": round(gemm_ms, 4),
         "weight_GBps": round(weight_gbs, 1),
         "copy_GBps": round(copy_gbs, 1),
         "frac_of_copy_bw": round(weight_gbs / copy_gbs, 3),
+        "graph_ms": round(graph_ms, 4),
+        "graph_frac_of_copy_bw": round(wbytes / graph_ms / 1e6 / copy_gbs, 3),
         "bf16_loop_ms": round(loop_ms, 4),
         "grouped_mm_ms": round(grouped_ms, 4),
         "2T_over_EK": round(2 * rows / (e * k), 3),

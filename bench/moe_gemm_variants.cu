@@ -1,0 +1,201 @@
+// moe_gemm_variants.cu -- sweep of kernels/hip/moe_gemm.hip's kernel variants at the bench shapes.
+//
+// Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core path
+// for slots of more than 4 rows), in one standalone nvcc program (~30 s to build, no torch). It also
+// checks, on the device: (1) every one of the 256 e4m3fn bytes decodes to the same f32 bits through the
+// portable decode, the sm_89+ hardware conversion and the tensor-core path's bf16 decode; (2) the
+// CUDA-core variants give bitwise identical outputs (they are all the CPU twin's math); (3) the
+// tensor-core output's relative error against the CUDA-core output. Exit 1 on any mismatch.
+//
+//   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/hip -DGS_MOE_GEMM_MATH_ONLY \
+//        bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "moe_gemm.hip"
+
+#define CK(x)                                                                      \
+  do {                                                                             \
+    cudaError_t e_ = (x);                                                          \
+    if (e_ != cudaSuccess) {                                                       \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(2);                                                                \
+    }                                                                              \
+  } while (0)
+
+__global__ void decode_all(float* portable, float* hw, float* tc) {
+  const uint32_t b = threadIdx.x;  // 0..255
+  uint32_t words[16] = {0};
+  words[0] = b;
+  float w[kChunk];
+  gs_decode_chunk_dev<GS_MOE_MXFP8, 0>(words, w);
+  portable[b] = w[0];
+  gs_decode_chunk_dev<GS_MOE_MXFP8, 1>(words, w);
+  hw[b] = w[0];
+  uint32_t lo, hi;
+  gs_e4m3x4_to_bf16x2(b | (b << 8) | (b << 16) | (b << 24), lo, hi);
+  tc[b] = gs_bf16_to_float(static_cast<uint16_t>(hi >> 16));  // byte 3 of the word: the last half decoded
+}
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t next_u32() {
+  rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+  return static_cast<uint32_t>(rng >> 16);
+}
+
+struct Shape {
+  const char* name;
+  int64_t E, N, K, tpe;
+};
+
+template <typename Launch>
+static float time_ms(Launch launch, int iters = 20) {
+  launch();
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  CK(cudaEventRecord(a));
+  for (int i = 0; i < iters; ++i) launch();
+  CK(cudaEventRecord(b));
+  CK(cudaEventSynchronize(b));
+  float ms = 0;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  return ms / iters;
+}
+
+static int failures = 0;
+
+static void compare(const char* what, const std::vector<uint16_t>& ref, const std::vector<uint16_t>& out, bool bitwise) {
+  double max_diff = 0, max_ref = 0;
+  size_t mismatches = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float r = gs_bf16_to_float(ref[i]), o = gs_bf16_to_float(out[i]);
+    if (ref[i] != out[i]) ++mismatches;
+    if (std::isnan(r) != std::isnan(o)) max_diff = INFINITY;
+    else if (!std::isnan(r)) max_diff = std::fmax(max_diff, std::fabs(o - r));
+    max_ref = std::fmax(max_ref, std::fabs(r));
+  }
+  const double rel = max_diff / (max_ref + 1e-6);
+  const bool ok = bitwise ? mismatches == 0 : rel < 5e-3;
+  if (!ok) ++failures;
+  std::printf("  %-44s %s  mismatching=%zu rel_err=%.3g\n", what, ok ? "ok  " : "FAIL", mismatches, rel);
+}
+
+int main() {
+  // (1) every e4m3fn byte, three decodes.
+  float *d_p, *d_h, *d_t;
+  CK(cudaMalloc(&d_p, 1024));
+  CK(cudaMalloc(&d_h, 1024));
+  CK(cudaMalloc(&d_t, 1024));
+  decode_all<<<1, 256>>>(d_p, d_h, d_t);
+  CK(cudaDeviceSynchronize());
+  std::vector<float> p(256), h(256), t(256);
+  CK(cudaMemcpy(p.data(), d_p, 1024, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h.data(), d_h, 1024, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(t.data(), d_t, 1024, cudaMemcpyDeviceToHost));
+  int bad = 0;
+  for (int b = 0; b < 256; ++b) {
+    const float ref = gs_e4m3fn(b);
+    for (float v : {p[b], h[b], t[b]}) {
+      const bool same = std::isnan(ref) ? std::isnan(v) : std::memcmp(&ref, &v, 4) == 0;
+      if (!same) {
+        ++bad;
+        std::printf("  decode mismatch byte 0x%02x: ref %g portable %g hw %g tensor-core %g\n", b, ref, p[b], h[b], t[b]);
+      }
+    }
+  }
+  std::printf("e4m3fn decode, 256 bytes x 3 decodes: %s\n", bad ? "FAIL" : "ok (same f32 bits, NaN stays NaN)");
+  failures += bad != 0;
+
+  // (2) + (3) the bench shapes in mxfp8.
+  const Shape shapes[] = {{"Hy4-TP8-decode", 32, 2048, 6144, 1},
+                          {"Hy4-TP8-16tok", 32, 2048, 6144, 16},
+                          {"DSv3-decode", 32, 4096, 7168, 1},
+                          {"DSv3-prefill", 32, 4096, 7168, 128}};
+  std::printf("\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
+  for (const Shape& s : shapes) {
+    const int64_t R = s.E * s.tpe, block_m = s.tpe <= 16 ? s.tpe : 64;
+    const int64_t wbytes = s.E * s.N * s.K, sbytes = s.E * s.N * (s.K / 32);
+    std::vector<uint8_t> w(wbytes), sc(sbytes);
+    for (auto& b : w) b = static_cast<uint8_t>(next_u32()) & 0xF7;  // never S.1111.111 (NaN)
+    for (auto& b : sc) b = static_cast<uint8_t>(124 + next_u32() % 6);
+    std::vector<uint16_t> x(R * s.K);
+    for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
+    // block map: one slot per block_m rows of each expert, then E surplus slots stamped -1
+    std::vector<int32_t> map;
+    for (int64_t e = 0; e < s.E; ++e)
+      for (int64_t r = 0; r < s.tpe; r += block_m)
+        map.insert(map.end(), {static_cast<int32_t>(e), static_cast<int32_t>(e * s.tpe + r),
+                               static_cast<int32_t>(std::min<int64_t>(block_m, s.tpe - r))});
+    for (int64_t e = 0; e < s.E; ++e) map.insert(map.end(), {-1, 0, 0});
+    uint8_t *dw, *ds, *dcopy, *dsrc;
+    uint16_t *dx, *dout;
+    int32_t* dmap;
+    CK(cudaMalloc(&dw, wbytes));
+    CK(cudaMalloc(&dcopy, wbytes + sbytes));
+    CK(cudaMalloc(&dsrc, wbytes + sbytes));
+    CK(cudaMalloc(&ds, sbytes));
+    CK(cudaMalloc(&dx, x.size() * 2));
+    CK(cudaMalloc(&dout, R * s.N * 2));
+    CK(cudaMalloc(&dmap, map.size() * 4));
+    CK(cudaMemcpy(dw, w.data(), wbytes, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ds, sc.data(), sbytes, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
+    // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm_ops.py).
+    GsMoeArgs a{GS_MOE_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
+                s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
+    const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(dcopy, dsrc, wbytes + sbytes, cudaMemcpyDeviceToDevice)); });
+    const double copy_gbs = 2.0 * (wbytes + sbytes) / copy_ms / 1e6;
+    std::printf("%s,d2d_copy,%.4f,%.1f,1.000\n", s.name, copy_ms, copy_gbs);
+    std::vector<uint16_t> first, out(R * s.N);
+    auto run = [&](const char* variant, auto launch, bool bitwise) {
+      const float ms = time_ms(launch);
+      const double gbs = (wbytes + sbytes) / ms / 1e6;
+      std::printf("%s,%s,%.4f,%.1f,%.3f\n", s.name, variant, ms, gbs, gbs / copy_gbs);
+      CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
+      if (first.empty()) first = out;
+      else compare(variant, first, out, bitwise);
+    };
+    const dim3 mma_grid((s.N + kMmaTileN - 1) / kMmaTileN, a.S);
+#define CORE(MR, DEC)                                                                              \
+  run("cuda_core_MR" #MR "_dec" #DEC, [&] {                                                        \
+    dim3 grid((s.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN, a.S);                           \
+    gs_moe_gemm_kernel<GS_MOE_MXFP8, MR, DEC><<<grid, kThreads>>>(a);                              \
+  }, true)
+#define CORE_TILE(NC, MINB)                                                                        \
+  run("cuda_core_MR1_dec1_NC" #NC "_minblocks" #MINB, [&] {                                        \
+    dim3 grid((s.N + kColGroups * NC - 1) / (kColGroups * NC), a.S);                               \
+    gs_moe_gemm_kernel<GS_MOE_MXFP8, 1, 1, NC, MINB><<<grid, kThreads>>>(a);                       \
+  }, true)
+    if (block_m == 1) {
+      CORE(1, 1);
+      CORE(1, 0);
+      CORE_TILE(4, 2);
+      CORE_TILE(4, 3);
+      CORE_TILE(2, 3);
+      CORE_TILE(2, 4);
+      CORE_TILE(8, 1);
+    } else if (block_m <= 16) {
+      CORE(16, 1);
+      CORE(16, 0);
+      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+    } else {
+      CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
+      run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+    }
+#undef CORE
+#undef CORE_TILE
+    CK(cudaGetLastError());
+    for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
+                      static_cast<void*>(dx),
+                      static_cast<void*>(dout), static_cast<void*>(dmap)})
+      CK(cudaFree(ptr));
+  }
+  std::printf("\n%s\n", failures ? "FAIL" : "all checks ok");
+  return failures ? 1 : 0;
+}
