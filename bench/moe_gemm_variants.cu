@@ -183,6 +183,8 @@ int main() {
       CORE(16, 1);
       CORE(16, 0);
       run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("tensor_core_MT1_prefetch",
+          [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1, true><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
