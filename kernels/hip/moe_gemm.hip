@@ -10,20 +10,24 @@
 // captures it. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
-// Order of the f32 math, fixed so that kernels/cpu/moe_gemm.cpp (which includes this file's GS_HD part)
-// gives the SAME BITS (build.py disables FMA contraction; the fmaf calls below are explicit):
-//   K is split into chunks of 32 (one MX/Q4_0 scale block; NVFP4 has two 16-element sub-chunks).
-//   Logical lane l (0..31) owns chunks l, l+32, l+64, ...; per sub-chunk it forms
-//   cp = fmaf(x_j, w_j, cp) over j in order, then acc = fmaf(cp, scale, acc).
-//   The 32 lane sums are combined by the tree p[i] += p[i + s] for s = 16, 8, 4, 2, 1; the result is
-//   multiplied by the per-channel post-scale (fp8_fnuz; 1.0 otherwise) and rounded once to bf16.
-// The 32 logical lanes are threads of one block reducing through shared memory: no warp-size assumption
-// (AMD CDNA runs 64-wide wavefronts; PITFALLS.md "Portability").
-//
-// Decode shapes are memory-bound: each weight byte is read once per slot with 16-byte loads when the
-// K axis is contiguous and aligned (the vector path; else element-wise strided loads feed the SAME math).
-// NOTE on throughput: x is re-read from L1 per column; at 16 rows per slot the f32 FMAs (16 per weight)
-// make this CUDA-core kernel compute-bound (H200: ~33 T FMA/s vs 4.8 T weights/s); see bench/moe_gemm.py.
+// Two kernels:
+// * The CUDA-core kernel (every format, every slot size; the only one on AMD) does the f32 math in an
+//   order fixed so that kernels/cpu/moe_gemm.cpp (which includes this file's GS_HD part) gives the SAME
+//   BITS (build.py disables FMA contraction; the fmaf calls below are explicit):
+//     K is split into chunks of 32 (one MX/Q4_0 scale block; NVFP4 has two 16-element sub-chunks).
+//     Logical lane l (0..31) owns chunks l, l+32, l+64, ...; per sub-chunk it forms
+//     cp = fmaf(x_j, w_j, cp) over j in order, then acc = fmaf(cp, scale, acc).
+//     The 32 lane sums are combined by the tree p[i] += p[i + s] for s = 16, 8, 4, 2, 1; the result is
+//     multiplied by the per-channel post-scale (fp8_fnuz; 1.0 otherwise) and rounded once to bf16.
+//   The 32 logical lanes reduce through width-32 shuffles, so 64-wide AMD wavefronts hold two independent
+//   groups (PITFALLS.md "Portability"). Each weight byte is read once per slot with 16-byte loads when K is
+//   contiguous and aligned (else element-wise strided loads feed the SAME math). At 1 token per expert it
+//   reads MXFP8 weights at 0.80-0.85 of the H200's copy bandwidth with the sm_89+ e4m3 conversion
+//   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
+//   (reports/measurements/h200-2026-11-30-session2).
+// * The tensor-core kernel (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
+//   gs_moe_gemm_uses_mma) is deterministic but accumulates in the tensor core's own order: within one bf16
+//   rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says which ran.
 #include "hip_compat.h"
 
 // ------------------------------------------------------------------------------------------ formats
