@@ -139,6 +139,7 @@ def moe_gemm_op(
 ) -> Tensor:
     r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
     out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
+    block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
     module, args = _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
     module.moe_gemm(*args, int(zero_unwritten), _stream(x))
     return out
@@ -149,14 +150,16 @@ def _stream(x: Tensor) -> int:
 
 
 def _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
-    """The C++ module for x's device and the pointer/size/stride arguments both entry points share."""
+    """The C++ module for x's device and the pointer/size/stride arguments both entry points share. The
+    caller keeps every tensor whose pointer is passed alive (block_map must already be contiguous)."""
     if x.device.type == "cpu":
         module = cpu_module()
     elif x.device.type == "cuda":
         module = gpu_module()
     else:
         raise ValueError(f"moe_gemm: device {x.device} is not supported; allowed: cpu, cuda (NVIDIA or ROCm)")
-    block_map = block_map.contiguous()  # [S, 3] int32: a few hundred bytes
+    if not block_map.is_contiguous():
+        raise ValueError("moe_gemm: internal: block_map must be made contiguous by the caller")
     s = w_scale if w_scale is not None else w
     ss = s.stride() if w_scale is not None else (0, 0, 0)
     g = w_global if w_global is not None else w
@@ -191,6 +194,7 @@ def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) 
     w, s, g = kn_views(q)
     _validate(x, w, s, g, block_map, q.fmt)
     out = torch.empty(x.shape[0], w.shape[2], dtype=torch.bfloat16, device=x.device)
+    block_map = block_map.contiguous()
     module, args = _module_and_args(x, w, s, g, block_map, q.fmt, out, block_m)
     return module.kernel_path(*args)
 
