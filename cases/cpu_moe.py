@@ -1,8 +1,8 @@
 """CPU/hybrid MoE cases: every expert format and handshake mode, replayed with new routing (seed 000).
 
 Cases are registered at import, before the backend is chosen, so each case's op picks its executor from the
-inputs' device (kernels/cpu_moe.py, module note on devices). A case names the handshake by what a graph does
-with it; each backend runs its own implementation of that handshake:
+inputs' device (kernels/cpu_moe_common.py, module note on devices). A case names the handshake by what a
+graph does with it; each backend runs its own implementation of that handshake:
 
 | case mode    | cpu backend (emulated graph)          | gpu backend (CUDA/HIP graph)                        |
 |--------------|---------------------------------------|-----------------------------------------------------|
@@ -15,9 +15,9 @@ with it; each backend runs its own implementation of that handshake:
 
 Always registered (CI's CPU backend, and the GPU): each format `recorded`, bf16 `direct`, and the negative
 control bf16 `unrecorded` (stale_replay, capture forced). The hybrid layer (a shared expert in torch ops, the
-GPU part, plus the CPU experts; kernels/cpu_moe.py, module note on the hybrid layer) with overlap off and on:
-bf16 `recorded_overlap_{off,on}` (pass) and `unrecorded_overlap_{off,on}` (stale_replay: the GPU part replays
-with fresh inputs, the CPU experts' part stays stale, and the sum must still be caught).
+GPU part, plus the CPU experts; kernels/cpu_moe_executor.py, module note on the hybrid layer) with overlap
+off and on: bf16 `recorded_overlap_{off,on}` (pass) and `unrecorded_overlap_{off,on}` (stale_replay: the GPU
+part replays with fresh inputs, the CPU experts' part stays stale, and the sum must still be caught).
 Registered only with a device: each format `memop`, bf16 `hostfn`, bf16 `eager` (probe fails, capture
 raises FallbackEager -> fallback_eager), the unrecorded-memop fault forced into capture (stale_replay), bf16
 memop with 3 rebuilds and 19 live graphs (Case fields), and the hybrid layer as bf16

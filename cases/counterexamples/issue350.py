@@ -6,7 +6,7 @@ backend: notify/wait as a plain pybind11 call; GPU: memops issued on a non-captu
 during capture and are never recorded, as ROCm did), with graphs forced on as main did: it fails 3/3. The
 safe one (recorded notify/wait; GPU: memop graph nodes, enabled by a passing probe) passes 3/3 with graph
 error equal to eager error. Both cases run on either backend: the op picks the executor from the inputs'
-device (kernels/cpu_moe.py, module note on devices).
+device (kernels/cpu_moe_common.py, module note on devices).
 
     python -m cases.counterexamples.issue350 [--backend cpu|gpu]
 """
