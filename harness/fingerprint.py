@@ -9,6 +9,7 @@ a report written on a machine without nvidia-smi, git or a GPU is still a report
 from __future__ import annotations
 
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -38,6 +39,7 @@ KEYS: tuple[str, ...] = (
     "cpu_affinity",
     "python",
     "git_commit",
+    "source_digest",
     "hostname",
     "time",
 )
@@ -197,6 +199,33 @@ def _git_commit() -> str:
     return commit + ("-dirty" if status.strip() else "")
 
 
+# What a run executes: the tester, the kernels and the built-in cases (sources only; build outputs and
+# caches are not what ran, they are made from these).
+SOURCE_DIRS = ("harness", "kernels", "cases")
+SOURCE_SUFFIXES = frozenset({".py", ".hip", ".cpp", ".cu", ".h", ".hpp"})
+
+
+def source_digest(root: Path | None = None) -> str:
+    """sha256 (first 16 hex digits) over the relative path and bytes of every source file under
+    SOURCE_DIRS. NOTE on why, besides git_commit: a copied tree can carry a stale .git or none (the lent
+    GPU machine's copy reported the previous session's commit, reports/measurements/h200-2026-11-30-session2),
+    so two runs with equal digests ran the same sources whatever git says."""
+    root = _REPO_ROOT if root is None else root
+    digest = hashlib.sha256()
+    files = sorted(
+        path
+        for top in SOURCE_DIRS
+        for path in (root / top).rglob("*")
+        if path.suffix in SOURCE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts
+    )
+    if not files:
+        return NA
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _now() -> str:
     return datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
 
@@ -218,6 +247,7 @@ def collect(backend: str) -> dict[str, str]:
         "cpu_affinity": _cpu_affinity,
         "python": lambda: f"{platform.python_implementation()} {platform.python_version()}",
         "git_commit": _git_commit,
+        "source_digest": source_digest,
         "hostname": socket.gethostname,
         "time": _now,
     }

@@ -256,7 +256,7 @@ def _fingerprint_rows(fp: dict[str, str]) -> list[list[str]]:
         ["compilers", f"nvcc: {get('nvcc')}; hipcc: {get('hipcc')}; g++: {get('gxx')}"],
         ["CPU", f"{get('cpu_model')}, affinity {get('cpu_affinity')}"],
         ["python", get("python")],
-        ["commit", get("git_commit")],
+        ["commit / sources", f"{get('git_commit')} / {get('source_digest')}"],
         ["host / time", f"{get('hostname')} / {get('time')}"],
     ]
 

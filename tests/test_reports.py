@@ -227,6 +227,29 @@ def test_fingerprint_never_raises_without_tools_git_or_gpu(
     assert list(fp) == list(fingerprint.KEYS)
     assert fp["nvcc"] == fp["hipcc"] == fp["gxx"] == "not found"
     assert fp["git_commit"] == "n/a" and fp["gpu_name"] == "n/a" and fp["gpu_arch"] == "n/a"
+    assert fp["source_digest"] == "n/a"  # no sources under the (empty) root
+
+
+def test_source_digest_follows_sources_not_build_outputs(tmp_path: Path) -> None:
+    """Equal digests mean the same sources ran, whatever .git says: editing a source or adding one changes
+    it; build outputs, caches and files outside harness/kernels/cases do not."""
+    (tmp_path / "kernels" / "hip").mkdir(parents=True)
+    (tmp_path / "harness").mkdir()
+    (tmp_path / "kernels" / "hip" / "op.hip").write_text("__global__ void k() {}\n")
+    (tmp_path / "harness" / "a.py").write_text("X = 1\n")
+    first = fingerprint.source_digest(tmp_path)
+    assert len(first) == 16
+    (tmp_path / "harness" / "__pycache__").mkdir()
+    (tmp_path / "harness" / "__pycache__" / "a.cpython-312.pyc").write_bytes(b"\0")
+    (tmp_path / "kernels" / "gs_op.so").write_bytes(b"\x7fELF")
+    (tmp_path / "README.md").write_text("notes\n")
+    assert fingerprint.source_digest(tmp_path) == first
+    (tmp_path / "harness" / "a.py").write_text("X = 2\n")
+    second = fingerprint.source_digest(tmp_path)
+    assert second != first
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "mine.py").write_text("")
+    assert fingerprint.source_digest(tmp_path) not in (first, second)
 
 
 def test_fingerprint_reads_gpu_arch_names(monkeypatch: pytest.MonkeyPatch) -> None:
