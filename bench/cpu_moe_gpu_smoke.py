@@ -287,7 +287,7 @@ def _expected_kinds(mode: str, overlap: bool) -> dict[str, int]:
 
 def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
     """The hybrid layer with overlap off, then on (on: the shared expert enqueued between the handshake's
-    enqueue_notify and enqueue_wait on the caller's stream; kernels/cpu_moe.py `_gpu_overlapped`), captured
+    enqueue_notify and enqueue_wait on the caller's stream; kernels/cpu_moe_gpu.py `_gpu_overlapped`), captured
     with torch.cuda.graph as in s_replay."""
 
     def run() -> tuple[bool, str]:

@@ -1,6 +1,6 @@
 // Weight formats of the CPU expert executor: scalar decoders and one-row dequantization.
 //
-// Bit layouts (the torch side in kernels/cpu_moe.py packs the same bytes; tests check both agree bit for bit):
+// Bit layouts (kernels/quant.py packs the same bytes, kernels/cpu_moe_weights.py hands them over; tests check both agree bit for bit):
 //   bf16       uint16 [E, N, K]
 //   mxfp4      e2m1 nibbles [E, N, K/2] (element 2j in the low nibble, as torch.float4_e2m1fn_x2),
 //              E8M0 scales [E, N, K/32] (OCP MX v1.0: one scale per 32 elements, 0xFF is NaN)

@@ -9,12 +9,12 @@
 //           then the H2D copy: the slot's output -> the caller's output
 // `enqueue_notify` and `enqueue_wait` are the halves: the hybrid layer with overlap on enqueues its GPU part
 // (torch kernels) between them on the same stream, so those kernels run while the CPU computes
-// (kernels/cpu_moe.py, module note on the hybrid layer). `enqueue` is both in one call (overlap off), and its
+// (kernels/cpu_moe_executor.py, module note on the hybrid layer). `enqueue` is both in one call (overlap off), and its
 // hostfn mode stays one host-function node that runs the CPU layer itself (userData = the Slot*): a host node
 // blocks its stream until it returns, so only the split hostfn form leaves a gap for GPU work.
 // The compare values are constants (1, 1, 0), so freezing them at capture is harmless: the CPU service
 // clears req and sets done, the graph consumes done itself (PITFALLS, "Stream memory operations"). A wait
-// the CPU never answers is released by the Python watchdog storing done := 1 (kernels/cpu_moe.py Watchdog,
+// the CPU never answers is released by the Python watchdog storing done := 1 (kernels/cpu_moe_watchdog.py Watchdog,
 // wait_guard): the memop wait-value and the hostfn spin both read that word, so one release covers either.
 //
 // Explicit nodes (FLAG_EXPLICIT_NODES, always under HIP): ROCm releases before rocm-systems#8911 execute
