@@ -2,10 +2,11 @@
 //
 // Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core path
 // for slots of more than 4 rows), in one standalone nvcc program (~30 s to build, no torch). It also
-// checks, on the device: (1) every one of the 256 e4m3fn bytes decodes to the same f32 bits through the
-// portable decode, the sm_89+ hardware conversion and the tensor-core path's bf16 decode; (2) the
-// CUDA-core variants give bitwise identical outputs (they are all the CPU twin's math); (3) the
-// tensor-core output's relative error against the CUDA-core output. Exit 1 on any mismatch.
+// checks, on the device: (1) every one of the 256 e4m3fn bytes, in each of the 4 positions of a word,
+// decodes to the same f32 bits through the portable decode, the sm_89+ hardware conversion and the
+// tensor-core path's bf16 decode, and a NaN byte poisons its own element only; (2) the CUDA-core
+// variants give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's
+// relative error against the CUDA-core output. Exit 1 on any mismatch.
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/hip -DGS_MOE_GEMM_MATH_ONLY \
 //        bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
@@ -25,18 +26,29 @@
     }                                                                              \
   } while (0)
 
+// Byte b at position p (0..3) of a word whose other bytes are 0x38 (e4m3fn 1.0): each decode's four
+// outputs, [b][p][i]. Putting b in every position checks that a NaN byte poisons its own element only
+// (the tensor-core decode finds NaN bytes with one add over the word and patches them by position).
 __global__ void decode_all(float* portable, float* hw, float* tc) {
   const uint32_t b = threadIdx.x;  // 0..255
-  uint32_t words[16] = {0};
-  words[0] = b;
-  float w[kChunk];
-  gs_decode_chunk_dev<GS_MOE_MXFP8, 0>(words, w);
-  portable[b] = w[0];
-  gs_decode_chunk_dev<GS_MOE_MXFP8, 1>(words, w);
-  hw[b] = w[0];
-  uint32_t lo, hi;
-  gs_e4m3x4_to_bf16x2(b | (b << 8) | (b << 16) | (b << 24), lo, hi);
-  tc[b] = gs_bf16_to_float(static_cast<uint16_t>(hi >> 16));  // byte 3 of the word: the last half decoded
+  for (int p = 0; p < 4; ++p) {
+    const uint32_t word = (0x38383838u & ~(0xFFu << (8 * p))) | (b << (8 * p));
+    uint32_t words[16] = {0};
+    words[0] = word;
+    float w[kChunk];
+    float* out_p = portable + (b * 4 + p) * 4;
+    float* out_h = hw + (b * 4 + p) * 4;
+    float* out_t = tc + (b * 4 + p) * 4;
+    gs_decode_chunk_dev<GS_MOE_MXFP8, 0>(words, w);
+    for (int i = 0; i < 4; ++i) out_p[i] = w[i];
+    gs_decode_chunk_dev<GS_MOE_MXFP8, 1>(words, w);
+    for (int i = 0; i < 4; ++i) out_h[i] = w[i];
+    uint32_t lo, hi;
+    gs_e4m3x4_to_bf16x2(word, lo, hi);
+    const uint16_t halves[4] = {static_cast<uint16_t>(lo), static_cast<uint16_t>(lo >> 16),
+                                static_cast<uint16_t>(hi), static_cast<uint16_t>(hi >> 16)};
+    for (int i = 0; i < 4; ++i) out_t[i] = gs_bf16_to_float(halves[i]);
+  }
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -85,30 +97,35 @@ static void compare(const char* what, const std::vector<uint16_t>& ref, const st
 }
 
 int main() {
-  // (1) every e4m3fn byte, three decodes.
+  // (1) every e4m3fn byte in every position of a word, three decodes.
+  constexpr size_t kDecodeBytes = 256 * 4 * 4 * sizeof(float);
   float *d_p, *d_h, *d_t;
-  CK(cudaMalloc(&d_p, 1024));
-  CK(cudaMalloc(&d_h, 1024));
-  CK(cudaMalloc(&d_t, 1024));
+  CK(cudaMalloc(&d_p, kDecodeBytes));
+  CK(cudaMalloc(&d_h, kDecodeBytes));
+  CK(cudaMalloc(&d_t, kDecodeBytes));
   decode_all<<<1, 256>>>(d_p, d_h, d_t);
   CK(cudaDeviceSynchronize());
-  std::vector<float> p(256), h(256), t(256);
-  CK(cudaMemcpy(p.data(), d_p, 1024, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(h.data(), d_h, 1024, cudaMemcpyDeviceToHost));
-  CK(cudaMemcpy(t.data(), d_t, 1024, cudaMemcpyDeviceToHost));
+  std::vector<float> p(256 * 16), h(256 * 16), t(256 * 16);
+  CK(cudaMemcpy(p.data(), d_p, kDecodeBytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(h.data(), d_h, kDecodeBytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(t.data(), d_t, kDecodeBytes, cudaMemcpyDeviceToHost));
   int bad = 0;
-  for (int b = 0; b < 256; ++b) {
-    const float ref = gs_e4m3fn(b);
-    for (float v : {p[b], h[b], t[b]}) {
-      const bool same = std::isnan(ref) ? std::isnan(v) : std::memcmp(&ref, &v, 4) == 0;
-      if (!same) {
-        ++bad;
-        std::printf("  decode mismatch byte 0x%02x: ref %g portable %g hw %g tensor-core %g\n", b, ref, p[b], h[b], t[b]);
+  for (int b = 0; b < 256; ++b)
+    for (int pos = 0; pos < 4; ++pos)
+      for (int i = 0; i < 4; ++i) {
+        const float ref = i == pos ? gs_e4m3fn(b) : 1.0f;
+        const size_t at = (b * 4 + pos) * 4 + i;
+        for (float v : {p[at], h[at], t[at]}) {
+          const bool same = std::isnan(ref) ? std::isnan(v) : std::memcmp(&ref, &v, 4) == 0;
+          if (!same && ++bad <= 20)
+            std::printf("  decode mismatch byte 0x%02x at position %d, element %d: ref %g portable %g hw %g "
+                        "tensor-core %g\n", b, pos, i, ref, p[at], h[at], t[at]);
+        }
       }
-    }
-  }
-  std::printf("e4m3fn decode, 256 bytes x 3 decodes: %s\n", bad ? "FAIL" : "ok (same f32 bits, NaN stays NaN)");
+  std::printf("e4m3fn decode, 256 bytes x 4 positions x 3 decodes: %s\n",
+              bad ? "FAIL" : "ok (same f32 bits, NaN stays NaN and stays in its element)");
   failures += bad != 0;
+  for (float* ptr : {d_p, d_h, d_t}) CK(cudaFree(ptr));
 
   // (2) + (3) the bench shapes in mxfp8.
   const Shape shapes[] = {{"Hy4-TP8-decode", 32, 2048, 6144, 1},
