@@ -1,12 +1,14 @@
 // moe_gemm_variants.cu -- sweep of kernels/hip/moe_gemm.hip's kernel variants at the bench shapes.
 //
-// Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core path
-// for slots of more than 4 rows), in one standalone nvcc program (~30 s to build, no torch). It also
+// Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths
+// for slots of more than 4 rows, the ring kernel's tiles and stages), in one standalone nvcc program (~30 s to build, no torch). It also
 // checks, on the device: (1) every one of the 256 e4m3fn bytes, in each of the 4 positions of a word,
 // decodes to the same f32 bits through the portable decode, the sm_89+ hardware conversion and the
 // tensor-core path's bf16 decode, and a NaN byte poisons its own element only; (2) the CUDA-core
 // variants give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's
-// relative error against the CUDA-core output. Exit 1 on any mismatch.
+// relative error against the CUDA-core output (NaN where it has NaN, and only there), including a small
+// shape that drives the ring kernel's exact path (NaN bytes, scales above 2^7). Exit 1 on any mismatch.
+// GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/hip -DGS_MOE_GEMM_MATH_ONLY \
 //        bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
@@ -60,10 +62,12 @@ static uint32_t next_u32() {
 struct Shape {
   const char* name;
   int64_t E, N, K, tpe;
+  bool rare = false;  // scales up to 2^12 and a NaN byte every 4099 weights: the ring kernel's exact path
 };
 
 template <typename Launch>
 static float time_ms(Launch launch, int iters = 20) {
+  if (std::getenv("GS_VARIANTS_ONCE")) iters = 1;  // under a profiler: one measured launch per variant
   launch();
   CK(cudaDeviceSynchronize());
   cudaEvent_t a, b;
@@ -131,14 +135,21 @@ int main() {
   const Shape shapes[] = {{"Hy4-TP8-decode", 32, 2048, 6144, 1},
                           {"Hy4-TP8-16tok", 32, 2048, 6144, 16},
                           {"DSv3-decode", 32, 4096, 7168, 1},
-                          {"DSv3-prefill", 32, 4096, 7168, 128}};
+                          {"DSv3-prefill", 32, 4096, 7168, 128},
+                          {"rare-path-16tok", 8, 520, 1056, 16, true}};
   std::printf("\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
   for (const Shape& s : shapes) {
+    const char* only = std::getenv("GS_VARIANTS_SHAPE");  // e.g. Hy4-TP8-16tok
+    if (only && std::strcmp(only, s.name) != 0) continue;
     const int64_t R = s.E * s.tpe, block_m = s.tpe <= 16 ? s.tpe : 64;
     const int64_t wbytes = s.E * s.N * s.K, sbytes = s.E * s.N * (s.K / 32);
     std::vector<uint8_t> w(wbytes), sc(sbytes);
     for (auto& b : w) b = static_cast<uint8_t>(next_u32()) & 0xF7;  // never S.1111.111 (NaN)
     for (auto& b : sc) b = static_cast<uint8_t>(124 + next_u32() % 6);
+    if (s.rare) {  // N=520: a partial column tile; K=1056: a partial last stage (33 chunks)
+      for (size_t i = 0; i < w.size(); i += 4099) w[i] = 0x7F;
+      for (auto& b : sc) b = static_cast<uint8_t>(120 + next_u32() % 20);  // 120..139: some above 134
+    }
     std::vector<uint16_t> x(R * s.K);
     for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
     // block map: one slot per block_m rows of each expert, then E surplus slots stamped -1
@@ -200,8 +211,29 @@ int main() {
       CORE(16, 1);
       CORE(16, 0);
       run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
-      run("tensor_core_MT1_prefetch",
-          [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1, true><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+#define RING(NT, ST)                                                                                  \
+  run("tensor_core_ring_NT" #NT "_S" #ST, [&] {                                                       \
+    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST>();                                  \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST>,                        \
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                     \
+    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                           \
+    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST><<<grid, kMmaWarps * 32, smem>>>(a);             \
+  }, false)
+      RING(4, 2);  // the launcher's choice for mxfp8 / block_fp8
+      RING(2, 2);
+      RING(2, 3);
+      RING(4, 3);
+      RING(4, 4);
+      RING(2, 4);
+#undef RING
+#define RING_MINB(NT, ST, MINB)                                                                       \
+  run("tensor_core_ring_NT" #NT "_S" #ST "_minblocks" #MINB, [&] {                                    \
+    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST>();                                  \
+    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                           \
+    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB><<<grid, kMmaWarps * 32, smem>>>(a);       \
+  }, false)
+      RING_MINB(4, 2, 5);  // registers capped for 5 blocks (20 warps) per SM instead of 4
+#undef RING_MINB
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);

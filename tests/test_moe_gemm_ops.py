@@ -183,12 +183,15 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "block_fp8"])
 @pytest.mark.parametrize(
-    ("block_m", "sizes", "n", "k"), [(16, (16, 3, 0, 9), 200, 4096), (64, (0, 100, 64, 7), 136, 96)]
+    ("block_m", "sizes", "n", "k"),
+    [(16, (16, 3, 0, 9), 200, 4096), (16, (5, 16, 0, 12), 136, 96), (64, (0, 100, 64, 7), 136, 96)],
 )
 def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
-    """The tensor-core kernel against the f32 oracle (one bf16 rounding plus f32 reordering over K), with
-    partial 16-row tiles, a partial 128-column block, an odd chunk count (K=96: 3 chunks, not a multiple of
-    the 4-chunk unroll) and long K; two runs give the same bits (graph replay compares against eager)."""
+    """The tensor-core kernels (block_m 16: the shared-memory ring; 64: four row tiles per warp) against
+    the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
+    128-column block, an odd chunk count (K=96: 3 chunks, a partial 4-chunk stage, and an MXFP8 scale row of
+    3 bytes, which the ring cannot copy as one word) and long K; two runs give the same bits (graph replay
+    compares against eager)."""
     x, q, bmap = _problem(fmt, e=4, n=n, k=k, sizes=sizes, slack=5, block_m=block_m, seed=3)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
     assert mo.kernel_path(xd, qd, bd, block_m) == "tensor_core"
@@ -216,6 +219,35 @@ def test_gpu_tensor_core_path_propagates_nan_weights(poison):
     cpu = mo.moe_gemm(x, q, bmap, block_m=16)
     assert torch.isnan(cpu[16:, 5]).all() and torch.isnan(out[16:, 5]).all()
     assert torch.isfinite(out[:16]).all() and torch.isfinite(out[16:, :5]).all()
+
+
+@pytest.mark.gpu
+def test_gpu_ring_kernel_takes_the_exact_path_for_scales_out_of_bf16_range():
+    """The ring kernel (block_m 16) multiplies MXFP8 weights by 2^(e-7) in bf16, which holds only for
+    E8M0 e <= 134; above that (e = 255 is NaN) a warp vote sends the chunk to the exact decode. Without the
+    vote, e = 135..254 overflows the bf16 multiplier (inf or a wrong power of two) and e = 255 gives a
+    finite value. e = 10 is the smallest scale whose products stay normal bf16; e = 0 in one chunk (the
+    documented subnormal limit) must not disturb its column's other chunks. Each column is checked against
+    the CPU twin on its own, so a small column cannot hide behind a large one."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=16, seed=5)
+    q.scale[:, 1, :] = 135
+    q.scale[:, 2, 3] = 140
+    q.scale[1, 3, :] = 200
+    q.scale[0, 4, 5] = 255
+    q.scale[:, 6, 2] = 10  # 2^-117 times weights >= 2^-9: the smallest scale that stays exact in bf16
+    q.scale[:, 7, 0] = 0
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=16).float()
+    assert torch.equal(torch.isnan(out), torch.isnan(cpu))
+    assert torch.isnan(out[:16, 4]).all() and torch.isfinite(out[16:]).all()
+    for col in range(24):
+        if col == 4:
+            continue
+        ref = cpu[:, col]
+        assert quant.max_rel_error(out[:, col], ref) <= OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24, col
+    assert torch.isfinite(out[:16, :4]).all() and out[:, 3].abs().max() > 2.0**60
 
 
 @pytest.mark.gpu

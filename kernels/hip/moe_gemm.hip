@@ -10,7 +10,7 @@
 // captures it. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
-// Two kernels:
+// Three kernels:
 // * The CUDA-core kernel (every format, every slot size; the only one on AMD) does the f32 math in an
 //   order fixed so that kernels/cpu/moe_gemm.cpp (which includes this file's GS_HD part) gives the SAME
 //   BITS (build.py disables FMA contraction; the fmaf calls below are explicit):
@@ -25,9 +25,12 @@
 //   reads MXFP8 weights at 0.80-0.85 of the H200's copy bandwidth with the sm_89+ e4m3 conversion
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
 //   (reports/measurements/h200-2026-11-30-session2).
-// * The tensor-core kernel (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
-//   gs_moe_gemm_uses_mma) is deterministic but accumulates in the tensor core's own order: within one bf16
-//   rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says which ran.
+// * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
+//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.70 of copy
+//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session3) and a 4-row-tile
+//   kernel for larger slots (prefill). Both are deterministic but accumulate in the tensor core's own
+//   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
+//   op says which family ran ("tensor_core" or "cuda_core").
 #include "hip_compat.h"
 
 // ------------------------------------------------------------------------------------------ formats
@@ -382,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
 }
 
 // ------------------------------------------------------------------------ tensor-core kernel (CUDA)
-// For slots of more than 4 rows (16 tokens per expert at decode, prefill) the CUDA-core kernel does 16+
+// For slots of more than 16 rows (prefill; the ring kernel below takes 5..16) the CUDA-core kernel does 16+
 // f32 FMAs per weight and is compute-bound (H200 run 3: 4.3 ms at 16 tokens per expert, 2.3% of copy
 // bandwidth). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU twin's
 // bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every
@@ -408,19 +411,39 @@ GS_HD inline bool gs_mma_format(int fmt) {
 // shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and one bf16 multiply by
 // 2^120 rescales (a power of two: exact). S.1111.111 (NaN, also the 0x7F/0xFF poison bytes) is found with
 // one add over the word and set to a bf16 NaN, so poisoned weights still poison the output.
-__device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
-  const __nv_bfloat162 scale = __floats2bfloat162_rn(0x1p120f, 0x1p120f);
-  uint32_t t[2] = {__byte_perm(word, 0, 0x1404), __byte_perm(word, 0, 0x3424)};
+// Four e4m3fn bytes -> two bf16x2 words times `mult`, with no NaN handling: each byte goes to the top of a
+// 16-bit half, E and M shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and one
+// bf16 multiply by mult rescales. Exact whenever mult * 2^120 is a power of two and the product is a
+// normal bf16 (or zero).
+__device__ __forceinline__ void gs_e4m3x4_to_bf16x2_mul(uint32_t word, uint32_t mult, uint32_t& lo, uint32_t& hi) {
+  __nv_bfloat162 m;
+  memcpy(&m, &mult, 4);
+  const uint32_t t[2] = {__byte_perm(word, 0, 0x1404), __byte_perm(word, 0, 0x3424)};
   uint32_t r[2];
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     uint32_t bits = ((t[i] >> 4) & 0x07F007F0u) | (t[i] & 0x80008000u);
     __nv_bfloat162 v;
     memcpy(&v, &bits, 4);
-    v = __hmul2(v, scale);
+    v = __hmul2(v, m);
     memcpy(&r[i], &v, 4);
   }
-  const uint32_t nan_bytes = ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+  lo = r[0];
+  hi = r[1];
+}
+constexpr uint32_t kBf16x2Pow2_120 = 0x7B807B80u;  // bf16 2^120 in both halves (exponent field 247)
+
+// 0x80 in each byte of `word` that is an e4m3fn NaN (S.1111.111, also the 0x7F/0xFF poison bytes).
+__device__ __forceinline__ uint32_t gs_e4m3_nan_bytes(uint32_t word) {
+  return ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
+}
+
+// Four e4m3fn bytes -> two bf16x2 words, exactly: the decode above times 2^120 (a power of two: exact),
+// and a NaN byte set to a bf16 NaN, so poisoned weights still poison the output.
+__device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  uint32_t r[2];
+  gs_e4m3x4_to_bf16x2_mul(word, kBf16x2Pow2_120, r[0], r[1]);
+  const uint32_t nan_bytes = gs_e4m3_nan_bytes(word);
   if (nan_bytes) {
     if (nan_bytes & 0x00000080u) r[0] = (r[0] & 0xFFFF0000u) | 0x7FC0u;
     if (nan_bytes & 0x00008000u) r[0] = (r[0] & 0x0000FFFFu) | 0x7FC00000u;
@@ -429,6 +452,16 @@ __device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo,
   }
   lo = r[0];
   hi = r[1];
+}
+
+__device__ __forceinline__ uint32_t gs_bf16x2_mul(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &a, 4);
+  memcpy(&y, &b, 4);
+  x = __hmul2(x, y);
+  uint32_t r;
+  memcpy(&r, &x, 4);
+  return r;
 }
 
 __device__ __forceinline__ void gs_mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
@@ -443,7 +476,7 @@ __device__ __forceinline__ void gs_mma_bf16(float* c, const uint32_t* a, uint32_
 }
 
 // MT 16-row tiles per warp (weights decoded once for all of them); grid (N / 128, slots); 4 warps.
-template <int FMT, int MT, bool PREFETCH = false>
+template <int FMT, int MT>
 __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeArgs a) {
   constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
   const int64_t slot = blockIdx.y;
@@ -471,12 +504,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
       for (int nt = 0; nt < kMmaNT; ++nt)
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
-    // PREFETCH (MT = 1 only): the x fragments and scales of all kMmaUnroll chunks are loaded with the
-    // weights, so one memory wait covers the iteration instead of one per chunk. A candidate for the 16-token
-    // case (H200 session 2, run 6: 0.29 ms, 0.34 of copy bandwidth, loading them inside the math loop); not
-    // measured yet, so the launcher does not use it: bench/moe_gemm_variants.cu does. With PREFETCH false
-    // the kernel compiles to the PTX it had before the option existed (checked with nvcc -ptx and cmp).
-    static_assert(!PREFETCH || MT == 1, "PREFETCH holds kMmaUnroll chunks of one 16-row tile in registers");
     for (int64_t c0 = 0; c0 < nchunks; c0 += kMmaUnroll) {
       uint4 wv[kMmaUnroll][kMmaNT];  // fp8: .x/.y used (8 bytes); bf16: all 16 bytes
 #pragma unroll
@@ -493,27 +520,6 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
             }
           }
         }
-      uint4 xpre[PREFETCH ? kMmaUnroll : 1][2];
-      float spre[PREFETCH ? kMmaUnroll : 1][kMmaNT][2];
-      if (PREFETCH) {
-#pragma unroll
-        for (int u = 0; u < kMmaUnroll; ++u) {
-          if (c0 + u >= nchunks) break;
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int64_t r = rg + g + 8 * h;
-            xpre[PREFETCH ? u : 0][h] =
-                r < rows ? *reinterpret_cast<const uint4*>(a.x + (row0 + r) * a.x_sr + (c0 + u) * kChunk + 8 * t)
-                         : make_uint4(0u, 0u, 0u, 0u);
-          }
-#pragma unroll
-          for (int nt = 0; nt < kMmaNT; ++nt)
-#pragma unroll
-            for (int i = 0; i < 2; ++i)
-              spre[PREFETCH ? u : 0][nt][i] =
-                  FMT == GS_MOE_BF16 ? 1.0f : gs_k_scale_t<FMT>(a, expert, (c0 + u) * kChunk, scol[nt][i]);
-        }
-      }
 #pragma unroll
       for (int u = 0; u < kMmaUnroll; ++u) {
         const int64_t chunk = c0 + u;
@@ -525,8 +531,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
           for (int h = 0; h < 2; ++h) {
             const int64_t r = rg + mt * 16 + g + 8 * h;
             uint4 v = make_uint4(0u, 0u, 0u, 0u);
-            if (PREFETCH) v = xpre[PREFETCH ? u : 0][h];
-            else if (r < rows) v = *reinterpret_cast<const uint4*>(a.x + (row0 + r) * a.x_sr + chunk * kChunk + 8 * t);
+            if (r < rows) v = *reinterpret_cast<const uint4*>(a.x + (row0 + r) * a.x_sr + chunk * kChunk + 8 * t);
             afr[mt][h][0] = v.x;
             afr[mt][h][1] = v.y;
             afr[mt][h][2] = v.z;
@@ -542,10 +547,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
             gs_e4m3x4_to_bf16x2(wv[u][nt].y, b[2], b[3]);
           }
           float s0 = 1.0f, s1 = 1.0f;
-          if (PREFETCH) {
-            s0 = spre[PREFETCH ? u : 0][nt][0];
-            s1 = spre[PREFETCH ? u : 0][nt][1];
-          } else if (FMT != GS_MOE_BF16) {
+          if (FMT != GS_MOE_BF16) {
             s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][0]);
             s1 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][1]);
           }
@@ -578,6 +580,267 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
           const int64_t r = rg + mt * 16 + g + 8 * (i / 2), n = nw + nt * 8 + 2 * t + (i % 2);
           if (r < rows && n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(acc[mt][nt][i] * gs_post_scale(a, expert, n));
         }
+  }
+}
+
+// ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
+// Slots of 5..16 rows: the 16-tokens-per-expert decode step. gs_moe_gemm_mma_kernel with one 16-row tile
+// read MXFP8 weights there at 0.34 of copy bandwidth (H200, bench/moe_gemm_variants.cu); Nsight Compute
+// showed it issue-bound (SM busy ~50%, DRAM 26%): per chunk it ran the NaN fix-up as selects, two scale loads
+// and four FMAs per n8 tile, and 64-bit address arithmetic for every load. Holding more loads in registers
+// did not help (0.31-0.44: the registers cut occupancy). This kernel reaches 0.70 (same bench, H200
+// session 3). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
+//  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile, the 16 x
+//    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
+//    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
+//    the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B fragment read distinct banks;
+//  * the MXFP8 scale applied to the weights (the B operand) in the decode's one bf16 multiply, by
+//    2^(e-7) = 2^120 * 2^(e-127): a power of two, so the scaled weight is exact whenever it is a normal bf16,
+//    and the MMAs accumulate all of K in f32 with no per-chunk epilogue;
+//  * per chunk one warp vote on "a NaN weight byte (e4m3fn S.1111.111, also the 0x7F/0xFF poison) or a
+//    stage scale above 2^7 (e > 134: 2^(e-7) leaves bf16's range)"; only then the exact decode
+//    (gs_e4m3x4_to_bf16x2, NaN kept) and a separate multiply by 2^(e-127) (E8M0 255 gives NaN, 0 the
+//    subnormal 2^-127).
+// block_fp8's f32 scale is one value per 128 K x 128 N block: warp-uniform over a stage (stages start at
+// multiples of 128 K; a warp's NT * 8 columns lie in one 128-column block), so it multiplies the stage's
+// f32 partial once. bf16 weights go to the tensor core as they are.
+// Limit: a scaled weight below bf16's normal range (an MXFP8 scale below 2^-117, which kernels/quant.py
+// does not produce for finite weights) reaches the tensor core as a bf16 subnormal and may lose bits the
+// f32 reference keeps.
+constexpr int kRingStages = 2;
+
+__device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+#else
+  __trap();  // the launcher only picks this path on compute capability >= 8.0
+#endif
+}
+__device__ __forceinline__ void gs_cp_async4(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(dst), "l"(gmem));
+#else
+  __trap();
+#endif
+}
+__device__ __forceinline__ void gs_cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N>
+__device__ __forceinline__ void gs_cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+template <int FMT>
+struct GsRing {
+  static constexpr int kEb = FMT == GS_MOE_BF16 ? 2 : 1;
+  static constexpr int kU = 4;                             // chunks per stage: 128 K (one block_fp8 scale block)
+  static constexpr int kRowBytes = kU * kChunk * kEb;      // one weight column's slice of a stage
+  static constexpr int kPieces = kRowBytes / 16;           // 16-byte cp.async pieces per column
+  static constexpr int kXRow = kU * kChunk + 32;           // x row in elements, padded 64 B (bank spread)
+  static constexpr int kXBytes = 16 * kXRow * 2;
+  // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks.
+  GS_HD static constexpr int swz(int row, int piece) {
+    return FMT == GS_MOE_BF16 ? piece ^ ((row & 1) << 2) : piece ^ (row & 7);
+  }
+};
+template <int FMT, int NT, int S>
+constexpr int gs_ring_smem_bytes() {
+  constexpr int tn = kMmaWarps * NT * 8;
+  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (FMT == GS_MOE_MXFP8 ? tn * 4 : 0));
+}
+
+
+template <int FMT, int NT, int S, int MINB = 1>
+__global__ void __launch_bounds__(kMmaWarps * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
+  using R = GsRing<FMT>;
+  constexpr int U = R::kU, TN = kMmaWarps * NT * 8, kThr = kMmaWarps * 32;
+  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_MOE_MXFP8 ? TN * 4 : 0;
+  constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
+  constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
+  constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
+  static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr, "ring tiling");
+  extern __shared__ __align__(16) uint8_t gs_ring_smem[];
+  const int64_t slot = blockIdx.y;
+  const int32_t expert = a.map[slot * 3];
+  if (expert < 0 || expert >= a.E) return;  // block-uniform
+  const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * TN;
+  const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
+  // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, one scale word.
+  const int wr = tid / R::kPieces, wp = tid % R::kPieces;
+  const uint8_t* wsrc[kWPer];
+#pragma unroll
+  for (int j = 0; j < kWPer; ++j) {
+    const int64_t n = col0 + wr + j * kRowStep < a.N ? col0 + wr + j * kRowStep : a.N - 1;  // clamp: never stored
+    wsrc[j] = a.w + (expert * a.w_se + n * a.w_sn) * R::kEb + wp * 16;
+  }
+  const int wdst = wr * R::kRowBytes + R::swz(wr, wp) * 16;  // + j * kRowStep * kRowBytes; same swizzle for all j
+  const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow and xrow + 8
+  const uint8_t* ssrc = nullptr;
+  bool vec_s = false;
+  if (FMT == GS_MOE_MXFP8 && tid < TN) {
+    const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;
+    ssrc = a.s + expert * a.s_se + n * a.s_sn;
+    vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+  }
+  const float* sblk = FMT == GS_MOE_BLOCK_FP8
+                          ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + ((col0 + warp * NT * 8) / 128) * a.s_sn
+                          : nullptr;
+  // Compute side, fixed per lane: this lane's B column row of the weight tile and its fragment offsets.
+  const int brow = warp * NT * 8 + g;
+  int boff[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    boff[u] = FMT == GS_MOE_BF16 ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
+                                 : brow * R::kRowBytes + R::swz(g, 2 * u + t / 2) * 16 + 8 * (t & 1);
+  for (int64_t rg = 0; rg < rows; rg += 16) {
+    const uint16_t* xsrc[2];
+    bool xin[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = rg + xrow + 8 * h;
+      xin[h] = r < rows;
+      xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
+    }
+    auto issue = [&](int64_t st, int slot_i) {
+      uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
+      const int64_t kel = st * U * kChunk;  // first K element of the stage
+      const bool wvalid = kel + wp * (16 / R::kEb) < a.K;
+#pragma unroll
+      for (int j = 0; j < kWPer; ++j)
+        gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + kel * R::kEb : a.w, wvalid);
+      const bool kx = kel + xpiece * 8 < a.K;
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        gs_cp_async16(base + kWBytes + ((xrow + 8 * h) * R::kXRow + xpiece * 8) * 2, kx && xin[h] ? xsrc[h] + kel : a.x,
+                      kx && xin[h]);
+      if (FMT == GS_MOE_MXFP8 && tid < TN) {
+        uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
+        const int64_t c0 = st * U;
+        if (vec_s && c0 + U <= nchunks) {
+          gs_cp_async4(dst, ssrc + c0);
+        } else {  // unaligned scale layout or the last partial stage: plain loads (rare; correct)
+          uint32_t v = 0;
+          for (int u = 0; u < U; ++u)
+            if (c0 + u < nchunks) v |= static_cast<uint32_t>(ssrc[(c0 + u) * a.s_sk]) << (8 * u);
+          *reinterpret_cast<uint32_t*>(dst) = v;
+        }
+      }
+    };
+    float acc[NT][4];
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st) {
+      if (st < nst) issue(st, st);
+      gs_cp_async_commit();
+    }
+    int cur = 0;  // ring slot of stage st
+    for (int64_t st = 0; st < nst; ++st) {
+      gs_cp_async_wait<S - 2>();  // stage st has landed (for this thread) ...
+      __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slot
+      const int refill = cur == 0 ? S - 1 : cur - 1;
+      if (st + S - 1 < nst) issue(st + S - 1, refill);
+      gs_cp_async_commit();  // possibly empty: keeps "all but the newest S - 2 groups" meaning stage st + 1
+      const uint8_t* base = gs_ring_smem + cur * kStageBytes;
+      cur = cur + 1 == S ? 0 : cur + 1;
+      const uint8_t* xs = base + kWBytes + (g * R::kXRow + 8 * t) * 2;
+      const float bscale = FMT == GS_MOE_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
+      float part[FMT == GS_MOE_BLOCK_FP8 ? NT : 1][4] = {};
+      // MXFP8: the stage's 4 E8M0 bytes per n8 tile; scb holds e + 120 per byte (no carries between bytes),
+      // the fast path's bf16 exponent; big flags a byte above 134 in any of them.
+      uint32_t sc[FMT == GS_MOE_MXFP8 ? NT : 1], scb[FMT == GS_MOE_MXFP8 ? NT : 1], big = 0;
+      if (FMT == GS_MOE_MXFP8) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          sc[nt] = reinterpret_cast<const uint32_t*>(base + kWBytes + R::kXBytes)[brow + nt * 8];
+          scb[nt] = ((sc[nt] & 0x7F7F7F7Fu) + 0x78787878u) ^ (sc[nt] & 0x80808080u);
+          big |= sc[nt] & ((sc[nt] & 0x7F7F7F7Fu) + 0x79797979u) & 0x80808080u;  // b >= 128 and b % 128 >= 7
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (st * U + u >= nchunks) break;
+        const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
+        const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
+        const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};  // K elements 8t..8t+3 of rows g, g + 8
+        const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};  // K elements 8t+4..8t+7
+        uint32_t b[NT][4];
+        if constexpr (FMT == GS_MOE_BF16) {
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            const uint4 v = *reinterpret_cast<const uint4*>(base + boff[u] + nt * 8 * R::kRowBytes);
+            b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
+          }
+        } else {
+          uint2 wv[NT];
+          uint32_t nan = 0;
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            wv[nt] = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
+            // gs_e4m3_nan_bytes without its mask: (b & 0x7F) + 1 never carries out of its byte, so the
+            // mask is applied once after the ORs.
+            nan |= ((wv[nt].x & 0x7F7F7F7Fu) + 0x01010101u) | ((wv[nt].y & 0x7F7F7F7Fu) + 0x01010101u);
+          }
+          // Rare: a NaN weight byte, or a scale of this stage above 2^7 (2^(e-7) leaves bf16's range).
+          const bool rare = ((nan & 0x80808080u) | big) != 0;
+          if (__any_sync(0xFFFFFFFFu, rare)) {  // exact decode, NaN bytes kept; separate E8M0 multiply
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              gs_e4m3x4_to_bf16x2(wv[nt].x, b[nt][0], b[nt][1]);
+              gs_e4m3x4_to_bf16x2(wv[nt].y, b[nt][2], b[nt][3]);
+              if (FMT == GS_MOE_MXFP8) {
+                const uint32_t e = sc[nt] >> (8 * u) & 0xFFu;
+                const uint32_t h = e == 255u ? 0x7FC0u : e == 0u ? 0x0040u : e << 7;  // 2^(e-127)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) b[nt][i] = gs_bf16x2_mul(b[nt][i], h | (h << 16));
+              }
+            }
+          } else {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              // 2^(e-7) = bf16 bits (e + 120) << 7 in both halves; block_fp8: 2^120
+              const uint32_t mult =
+                  FMT == GS_MOE_MXFP8 ? __byte_perm(scb[nt], 0, 0x0404u | (u << 4) | (u << 12)) >> 1
+                                      : kBf16x2Pow2_120;
+              gs_e4m3x4_to_bf16x2_mul(wv[nt].x, mult, b[nt][0], b[nt][1]);
+              gs_e4m3x4_to_bf16x2_mul(wv[nt].y, mult, b[nt][2], b[nt][3]);
+            }
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          float* c = FMT == GS_MOE_BLOCK_FP8 ? part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0] : acc[nt];
+          gs_mma_bf16(c, k0, b[nt][0], b[nt][1]);
+          gs_mma_bf16(c, k1, b[nt][2], b[nt][3]);
+        }
+      }
+      if (FMT == GS_MOE_BLOCK_FP8) {
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0][i], bscale, acc[nt][i]);
+      }
+    }
+    __syncthreads();  // the next row group's prologue refills slots other warps may still read
+    const int64_t nw = col0 + warp * NT * 8;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t r = rg + g + 8 * (i / 2), n = nw + nt * 8 + 2 * t + (i % 2);
+        if (r < rows && n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(acc[nt][i]);
+      }
   }
 }
 
@@ -639,15 +902,33 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
+    // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
+    // per warp. Ring configuration (H200 session 3, bench/moe_gemm_variants.cu): 4 n8 tiles per warp and 2
+    // stages were fastest for MXFP8 at 16 tokens (0.70 of copy bandwidth; 3-4 stages 0.57-0.59, 2 tiles
+    // 0.60-0.64); bf16 takes 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a
+    // kernel gets without an opt-in attribute.
+    if (block_m <= 16) {
+#define GS_LAUNCH_RING(F, NT)                                                                               \
+  {                                                                                                         \
+    constexpr int smem = gs_ring_smem_bytes<F, NT, kRingStages>();                                          \
+    static_assert(smem <= 48 * 1024, "ring stays within the default shared-memory limit");                  \
+    dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
+    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
+  }
+      if (a.fmt == GS_MOE_BF16) GS_LAUNCH_RING(GS_MOE_BF16, 2)
+      else if (a.fmt == GS_MOE_MXFP8) GS_LAUNCH_RING(GS_MOE_MXFP8, 4)
+      else GS_LAUNCH_RING(GS_MOE_BLOCK_FP8, 4)
+#undef GS_LAUNCH_RING
+      return hipGetLastError();
+    }
     dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S));
-#define GS_LAUNCH_MMA(F, MT) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, MT>), grid, dim3(kMmaWarps * 32), 0, stream, a)
-    const int mt = block_m <= 16 ? 1 : 4;
+#define GS_LAUNCH_MMA(F) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, 4>), grid, dim3(kMmaWarps * 32), 0, stream, a);
     if (a.fmt == GS_MOE_BF16) {
-      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_BF16, 1); else GS_LAUNCH_MMA(GS_MOE_BF16, 4);
+      GS_LAUNCH_MMA(GS_MOE_BF16)
     } else if (a.fmt == GS_MOE_MXFP8) {
-      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_MXFP8, 1); else GS_LAUNCH_MMA(GS_MOE_MXFP8, 4);
+      GS_LAUNCH_MMA(GS_MOE_MXFP8)
     } else {
-      if (mt == 1) GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8, 1); else GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8, 4);
+      GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8)
     }
 #undef GS_LAUNCH_MMA
     return hipGetLastError();
