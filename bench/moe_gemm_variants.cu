@@ -234,6 +234,19 @@ int main() {
   }, false)
       RING_MINB(4, 2, 5);  // registers capped for 5 blocks (20 warps) per SM instead of 4
 #undef RING_MINB
+#define RING_W(NT, ST, W)                                                                             \
+  run("tensor_core_ring_NT" #NT "_S" #ST "_warps" #W, [&] {                                           \
+    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST, W>();                               \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, 1, W>,                  \
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                     \
+    dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                           \
+    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, 1, W><<<grid, W * 32, smem>>>(a);               \
+  }, false)
+      RING_W(2, 2, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
+      RING_W(2, 3, 8);
+      RING_W(4, 2, 8);
+      RING_W(1, 2, 8);
+#undef RING_W
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);

@@ -26,8 +26,8 @@
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
 //   (reports/measurements/h200-2026-11-30-session2).
 // * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
-//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.70 of copy
-//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session3) and a 4-row-tile
+//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.68-0.70 of
+//   copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session3) and a 4-row-tile
 //   kernel for larger slots (prefill). Both are deterministic but accumulate in the tensor core's own
 //   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
 //   op says which family ran ("tensor_core" or "cuda_core").
@@ -588,8 +588,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // read MXFP8 weights there at 0.34 of copy bandwidth (H200, bench/moe_gemm_variants.cu); Nsight Compute
 // showed it issue-bound (SM busy ~50%, DRAM 26%): per chunk it ran the NaN fix-up as selects, two scale loads
 // and four FMAs per n8 tile, and 64-bit address arithmetic for every load. Holding more loads in registers
-// did not help (0.31-0.44: the registers cut occupancy). This kernel reaches 0.70 (same bench, H200
-// session 3). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
+// did not help (0.31-0.44: the registers cut occupancy). This kernel reaches 0.68-0.70 (same bench, 5 runs,
+// H200 session 3); Nsight Compute still shows it issue-bound (~200 instructions per warp and chunk, 80 of
+// them the bf16 decode), which is where the next gain is. Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile, the 16 x
 //    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
 //    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
@@ -650,22 +651,26 @@ struct GsRing {
     return FMT == GS_MOE_BF16 ? piece ^ ((row & 1) << 2) : piece ^ (row & 7);
   }
 };
-template <int FMT, int NT, int S>
+template <int FMT, int NT, int S, int W = kMmaWarps>
 constexpr int gs_ring_smem_bytes() {
-  constexpr int tn = kMmaWarps * NT * 8;
+  constexpr int tn = W * NT * 8;
   return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (FMT == GS_MOE_MXFP8 ? tn * 4 : 0));
 }
 
 
-template <int FMT, int NT, int S, int MINB = 1>
-__global__ void __launch_bounds__(kMmaWarps * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
+// MINB (blocks per SM the register budget must allow) and W (warps per block) are the launcher's 1 and 4;
+// bench/moe_gemm_variants.cu instantiates others to measure them.
+template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps>
+__global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT>;
-  constexpr int U = R::kU, TN = kMmaWarps * NT * 8, kThr = kMmaWarps * 32;
+  constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
+  constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
   constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_MOE_MXFP8 ? TN * 4 : 0;
   constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
-  static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr, "ring tiling");
+  static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
+                "ring tiling");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
@@ -683,7 +688,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB) gs_moe_gemm_mma_ring_ker
     wsrc[j] = a.w + (expert * a.w_se + n * a.w_sn) * R::kEb + wp * 16;
   }
   const int wdst = wr * R::kRowBytes + R::swz(wr, wp) * 16;  // + j * kRowStep * kRowBytes; same swizzle for all j
-  const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow and xrow + 8
+  const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow + h * (16 / kXPer)
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
   if (FMT == GS_MOE_MXFP8 && tid < TN) {
@@ -702,11 +707,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB) gs_moe_gemm_mma_ring_ker
     boff[u] = FMT == GS_MOE_BF16 ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
                                  : brow * R::kRowBytes + R::swz(g, 2 * u + t / 2) * 16 + 8 * (t & 1);
   for (int64_t rg = 0; rg < rows; rg += 16) {
-    const uint16_t* xsrc[2];
-    bool xin[2];
+    const uint16_t* xsrc[kXPer];
+    bool xin[kXPer];
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = rg + xrow + 8 * h;
+    for (int h = 0; h < kXPer; ++h) {
+      const int64_t r = rg + xrow + (16 / kXPer) * h;
       xin[h] = r < rows;
       xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
     }
@@ -719,9 +724,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32, MINB) gs_moe_gemm_mma_ring_ker
         gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + kel * R::kEb : a.w, wvalid);
       const bool kx = kel + xpiece * 8 < a.K;
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        gs_cp_async16(base + kWBytes + ((xrow + 8 * h) * R::kXRow + xpiece * 8) * 2, kx && xin[h] ? xsrc[h] + kel : a.x,
-                      kx && xin[h]);
+      for (int h = 0; h < kXPer; ++h)
+        gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
+                      kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
       if (FMT == GS_MOE_MXFP8 && tid < TN) {
         uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
         const int64_t c0 = st * U;
@@ -904,9 +909,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   if (gs_moe_gemm_uses_mma(a, block_m)) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
     // per warp. Ring configuration (H200 session 3, bench/moe_gemm_variants.cu): 4 n8 tiles per warp and 2
-    // stages were fastest for MXFP8 at 16 tokens (0.70 of copy bandwidth; 3-4 stages 0.57-0.59, 2 tiles
-    // 0.60-0.64); bf16 takes 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a
-    // kernel gets without an opt-in attribute.
+    // stages were fastest for MXFP8 at 16 tokens (0.68-0.70 of copy bandwidth; 3-4 stages 0.57-0.59, 2 tiles
+    // 0.60-0.65, 8 warps per block 0.59-0.70, registers capped for 5 blocks per SM 0.50); bf16 takes 2
+    // tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
+    // opt-in attribute (0.97 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     if (block_m <= 16) {
 #define GS_LAUNCH_RING(F, NT)                                                                               \
   {                                                                                                         \
