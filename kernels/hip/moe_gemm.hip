@@ -606,8 +606,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // multiples of 128 K; a warp's NT * 8 columns lie in one 128-column block), so it multiplies the stage's
 // f32 partial once. bf16 weights go to the tensor core as they are.
 // Limit: a scaled weight below bf16's normal range (an MXFP8 scale below 2^-117, which kernels/quant.py
-// does not produce for finite weights) reaches the tensor core as a bf16 subnormal and may lose bits the
-// f32 reference keeps.
+// gives only to a 32-weight block whose largest magnitude is below 2^-109) reaches the tensor core as a
+// bf16 subnormal and may lose bits the f32 reference keeps.
 constexpr int kRingStages = 2;
 
 __device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
