@@ -73,8 +73,17 @@ def _int_or(value: Any, default: int) -> int:
         return default
 
 
+_NORMALIZED = "graphsafe.normalized"  # DataFrame.attrs key set by normalize
+
+
 def normalize(results: pd.DataFrame) -> pd.DataFrame:
-    """A copy with every RESULT_COLUMN present and typed: floats for errors/timings, int replay, str others."""
+    """A copy with every RESULT_COLUMN present and typed: floats for errors/timings, int replay, str others.
+
+    A frame this function returned comes back as it is (marked in DataFrame.attrs): read_results, the
+    renderers and rows_by_case each normalize their input, and one report used to type every row 3 times
+    per page. Treat the result as read-only."""
+    if results.attrs.get(_NORMALIZED):
+        return results
     df = results.copy()
     for column in RESULT_COLUMNS:
         if column not in df.columns:
@@ -88,6 +97,7 @@ def normalize(results: pd.DataFrame) -> pd.DataFrame:
     for column in RESULT_COLUMNS:
         if column not in FLOAT_COLUMNS and column not in ("replay", "seed_a", "seed"):
             df[column] = ["" if _is_missing(v) else str(v).strip() for v in df[column]]
+    df.attrs[_NORMALIZED] = True
     return df
 
 

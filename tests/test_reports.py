@@ -134,6 +134,16 @@ def test_error_cells_round_trip_through_csv(value: float) -> None:
     assert df["graph_error"].iloc[0] == value
 
 
+def test_normalize_types_a_raw_frame_once_and_passes_its_own_result_through() -> None:
+    """read_results, the renderers and rows_by_case all normalize their input; a frame normalize returned
+    must come back untouched (not typed again), and a raw frame must still be typed."""
+    raw = pd.DataFrame([{"case": "c", "replay": "0", "graph_error": "inf"}], dtype=str)
+    typed = summary.normalize(raw)
+    assert typed is not raw and typed["graph_error"].iloc[0] == math.inf and typed["replay"].iloc[0] == 0
+    assert summary.normalize(typed) is typed
+    assert summary.normalize(raw)["graph_error"].dtype == float  # the raw input was not marked
+
+
 def test_format_error_like_the_seed() -> None:
     assert summary.format_error(0.574833) == "0.574833"
     assert summary.format_error(math.inf) == "inf"
