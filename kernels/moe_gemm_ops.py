@@ -3,8 +3,9 @@
 Role: the dispatcher face of kernels/hip/moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and
 kernels/cpu/moe_gemm.cpp (CPU tensors: g++ module). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
-on CUDA sm_80+ a tensor-core kernel runs instead, deterministic and within TOLERANCE of the twin but not
-bitwise equal (`kernel_path` says which one runs). The op takes the weight as the [E, K, N] view of its [E, N, K]
+on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
+larger: 4 row tiles per warp), deterministic and within TOLERANCE of the twin but not bitwise equal
+(`kernel_path` says which family runs). The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
 
