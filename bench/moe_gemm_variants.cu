@@ -1,9 +1,9 @@
 // moe_gemm_variants.cu -- sweep of kernels/hip/moe_gemm.hip's kernel variants at the bench shapes.
 //
 // Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths
-// for slots of more than 4 rows, the ring kernel's tiles and stages), in one standalone nvcc program (~30 s to build, no torch). It also
-// checks, on the device: (1) every one of the 256 e4m3fn bytes, in each of the 4 positions of a word,
-// decodes to the same f32 bits through the portable decode, the sm_89+ hardware conversion and the
+// for slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one
+// standalone nvcc program (~30 s to build, no torch). It also checks, on the device: (1) every one of the
+// 256 e4m3fn bytes, in each of the 4 positions of a word, decodes to the same f32 bits through the portable decode, the sm_89+ hardware conversion and the
 // tensor-core path's bf16 decode, and a NaN byte poisons its own element only; (2) the CUDA-core
 // variants give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's
 // relative error against the CUDA-core output (NaN where it has NaN, and only there), including a small
@@ -211,42 +211,26 @@ int main() {
       CORE(16, 1);
       CORE(16, 0);
       run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
-#define RING(NT, ST)                                                                                  \
-  run("tensor_core_ring_NT" #NT "_S" #ST, [&] {                                                       \
-    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST>();                                  \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST>,                        \
-                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                     \
-    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                           \
-    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST><<<grid, kMmaWarps * 32, smem>>>(a);             \
-  }, false)
-      RING(4, 2);  // the launcher's choice for mxfp8 / block_fp8
-      RING(2, 2);
-      RING(2, 3);
-      RING(4, 3);
-      RING(4, 4);
-      RING(2, 4);
-#undef RING
-#define RING_MINB(NT, ST, MINB)                                                                       \
-  run("tensor_core_ring_NT" #NT "_S" #ST "_minblocks" #MINB, [&] {                                    \
-    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST>();                                  \
-    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                           \
-    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB><<<grid, kMmaWarps * 32, smem>>>(a);       \
-  }, false)
-      RING_MINB(4, 2, 5);  // registers capped for 5 blocks (20 warps) per SM instead of 4
-#undef RING_MINB
-#define RING_W(NT, ST, W)                                                                             \
-  run("tensor_core_ring_NT" #NT "_S" #ST "_warps" #W, [&] {                                           \
+#define RING(NT, ST, MINB, W)                                                                         \
+  run("tensor_core_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_warps" #W, [&] {                        \
     constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST, W>();                               \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, 1, W>,                  \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB, W>,               \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                     \
     dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                           \
-    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, 1, W><<<grid, W * 32, smem>>>(a);               \
+    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
   }, false)
-      RING_W(2, 2, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
-      RING_W(2, 3, 8);
-      RING_W(4, 2, 8);
-      RING_W(1, 2, 8);
-#undef RING_W
+      RING(4, 2, 1, 4);  // the launcher's choice for mxfp8 / block_fp8
+      RING(2, 2, 1, 4);
+      RING(2, 3, 1, 4);
+      RING(4, 3, 1, 4);
+      RING(4, 4, 1, 4);
+      RING(2, 4, 1, 4);
+      RING(4, 2, 5, 4);  // registers capped for 5 blocks (20 warps) per SM instead of 4
+      RING(2, 2, 1, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
+      RING(2, 3, 1, 8);
+      RING(4, 2, 1, 8);
+      RING(1, 2, 1, 8);
+#undef RING
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
