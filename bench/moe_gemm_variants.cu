@@ -1,13 +1,14 @@
 // moe_gemm_variants.cu -- sweep of kernels/hip/moe_gemm.hip's kernel variants at the bench shapes.
 //
-// Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths
-// for slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one
-// standalone nvcc program (~30 s to build, no torch). It also checks, on the device: (1) every one of the
-// 256 e4m3fn bytes, in each of the 4 positions of a word, decodes to the same f32 bits through the portable decode, the sm_89+ hardware conversion and the
-// tensor-core path's bf16 decode, and a NaN byte poisons its own element only; (2) the CUDA-core
-// variants give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's
-// relative error against the CUDA-core output (NaN where it has NaN, and only there), including a small
-// shape that drives the ring kernel's exact path (NaN bytes, scales above 2^7). Exit 1 on any mismatch.
+// Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths for
+// slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one standalone
+// nvcc program (~30 s to build, no torch). It also checks, on the device: (1) every one of the 256 e4m3fn
+// bytes, in each of the 4 positions of a word, decodes to the same f32 bits through the portable decode, the
+// sm_89+ hardware conversion and the tensor-core path's bf16 decode, and a NaN byte poisons its own element
+// only; (2) the CUDA-core variants give bitwise identical outputs (they are all the CPU twin's math); (3)
+// the tensor-core output's relative error against the CUDA-core output (NaN where it has NaN, and only
+// there), including a small shape that drives the ring kernel's exact path (NaN bytes, scales above 2^7).
+// Exit 1 on any mismatch.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/hip -DGS_MOE_GEMM_MATH_ONLY \
