@@ -4,10 +4,11 @@
 // slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one standalone
 // nvcc program (~30 s to build, no torch). It also checks, on the device: (1) every one of the 256 e4m3fn
 // bytes, in each of the 4 positions of a word, decodes to the same f32 bits through the portable decode, the
-// sm_89+ hardware conversion and the tensor-core path's bf16 decode, and a NaN byte poisons its own element
-// only; (2) the CUDA-core variants give bitwise identical outputs (they are all the CPU twin's math); (3)
-// the tensor-core output's relative error against the CUDA-core output (NaN where it has NaN, and only
-// there), including a small shape that drives the ring kernel's exact path (NaN bytes, scales above 2^7).
+// sm_89+ hardware conversion, the prefill kernel's bf16 decode and the ring kernel's e4m3x2 -> f16x2 (its
+// hardware and portable forms), and a NaN byte poisons its own element only; (2) the CUDA-core variants
+// give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's relative
+// error against the CUDA-core output (NaN where it has NaN, and only there), including a small shape with
+// NaN weight bytes, scales up to 2^12 and E8M0 bytes 0 and 255 (the ring kernel's exact-scale path).
 // Exit 1 on any mismatch.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
@@ -32,7 +33,9 @@
 // Byte b at position p (0..3) of a word whose other bytes are 0x38 (e4m3fn 1.0): each decode's four
 // outputs, [b][p][i]. Putting b in every position checks that a NaN byte poisons its own element only
 // (the tensor-core decode finds NaN bytes with one add over the word and patches them by position).
-__global__ void decode_all(float* portable, float* hw, float* tc) {
+__device__ float f16_bits_to_float(uint32_t h) { return __half2float(__ushort_as_half(static_cast<unsigned short>(h))); }
+
+__global__ void decode_all(float* portable, float* hw, float* tc, float* f16_hw, float* f16_portable) {
   const uint32_t b = threadIdx.x;  // 0..255
   for (int p = 0; p < 4; ++p) {
     const uint32_t word = (0x38383838u & ~(0xFFu << (8 * p))) | (b << (8 * p));
@@ -51,6 +54,13 @@ __global__ void decode_all(float* portable, float* hw, float* tc) {
     const uint16_t halves[4] = {static_cast<uint16_t>(lo), static_cast<uint16_t>(lo >> 16),
                                 static_cast<uint16_t>(hi), static_cast<uint16_t>(hi >> 16)};
     for (int i = 0; i < 4; ++i) out_t[i] = gs_bf16_to_float(halves[i]);
+    // the ring kernel's fp8 path: e4m3x2 -> f16x2, hardware and portable forms
+    const uint32_t hw2[2] = {gs_e4m3x2_to_f16x2(word), gs_e4m3x2_to_f16x2(word >> 16)};
+    const uint32_t pt2[2] = {gs_e4m3x2_to_f16x2_portable(word), gs_e4m3x2_to_f16x2_portable(word >> 16)};
+    for (int i = 0; i < 4; ++i) {
+      f16_hw[(b * 4 + p) * 4 + i] = f16_bits_to_float(hw2[i / 2] >> (16 * (i % 2)) & 0xFFFFu);
+      f16_portable[(b * 4 + p) * 4 + i] = f16_bits_to_float(pt2[i / 2] >> (16 * (i % 2)) & 0xFFFFu);
+    }
   }
 }
 
@@ -104,33 +114,33 @@ static void compare(const char* what, const std::vector<uint16_t>& ref, const st
 int main() {
   // (1) every e4m3fn byte in every position of a word, three decodes.
   constexpr size_t kDecodeBytes = 256 * 4 * 4 * sizeof(float);
-  float *d_p, *d_h, *d_t;
-  CK(cudaMalloc(&d_p, kDecodeBytes));
-  CK(cudaMalloc(&d_h, kDecodeBytes));
-  CK(cudaMalloc(&d_t, kDecodeBytes));
-  decode_all<<<1, 256>>>(d_p, d_h, d_t);
+  float *d_p, *d_h, *d_t, *d_fh, *d_fp;
+  for (float** ptr : {&d_p, &d_h, &d_t, &d_fh, &d_fp}) CK(cudaMalloc(ptr, kDecodeBytes));
+  decode_all<<<1, 256>>>(d_p, d_h, d_t, d_fh, d_fp);
   CK(cudaDeviceSynchronize());
-  std::vector<float> p(256 * 16), h(256 * 16), t(256 * 16);
+  std::vector<float> p(256 * 16), h(256 * 16), t(256 * 16), fh(256 * 16), fp(256 * 16);
   CK(cudaMemcpy(p.data(), d_p, kDecodeBytes, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(h.data(), d_h, kDecodeBytes, cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(t.data(), d_t, kDecodeBytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(fh.data(), d_fh, kDecodeBytes, cudaMemcpyDeviceToHost));
+  CK(cudaMemcpy(fp.data(), d_fp, kDecodeBytes, cudaMemcpyDeviceToHost));
   int bad = 0;
   for (int b = 0; b < 256; ++b)
     for (int pos = 0; pos < 4; ++pos)
       for (int i = 0; i < 4; ++i) {
         const float ref = i == pos ? gs_e4m3fn(b) : 1.0f;
         const size_t at = (b * 4 + pos) * 4 + i;
-        for (float v : {p[at], h[at], t[at]}) {
+        for (float v : {p[at], h[at], t[at], fh[at], fp[at]}) {
           const bool same = std::isnan(ref) ? std::isnan(v) : std::memcmp(&ref, &v, 4) == 0;
           if (!same && ++bad <= 20)
             std::printf("  decode mismatch byte 0x%02x at position %d, element %d: ref %g portable %g hw %g "
-                        "tensor-core %g\n", b, pos, i, ref, p[at], h[at], t[at]);
+                        "tensor-core %g f16-hw %g f16-portable %g\n", b, pos, i, ref, p[at], h[at], t[at], fh[at], fp[at]);
         }
       }
-  std::printf("e4m3fn decode, 256 bytes x 4 positions x 3 decodes: %s\n",
+  std::printf("e4m3fn decode, 256 bytes x 4 positions x 5 decodes: %s\n",
               bad ? "FAIL" : "ok (same f32 bits, NaN stays NaN and stays in its element)");
   failures += bad != 0;
-  for (float* ptr : {d_p, d_h, d_t}) CK(cudaFree(ptr));
+  for (float* ptr : {d_p, d_h, d_t, d_fh, d_fp}) CK(cudaFree(ptr));
 
   // (2) + (3) the bench shapes in mxfp8.
   const Shape shapes[] = {{"Hy4-TP8-decode", 32, 2048, 6144, 1},
@@ -150,6 +160,8 @@ int main() {
     if (s.rare) {  // N=520: a partial column tile; K=1056: a partial last stage (33 chunks)
       for (size_t i = 0; i < w.size(); i += 4099) w[i] = 0x7F;
       for (auto& b : sc) b = static_cast<uint8_t>(120 + next_u32() % 20);  // 120..139: some above 134
+      for (size_t i = 0; i < sc.size(); i += 1009) sc[i] = 0;             // 2^-127: the exact-scale path
+      sc[sc.size() / 2] = 255;                                            // NaN: one expert's column
     }
     std::vector<uint16_t> x(R * s.K);
     for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
@@ -177,6 +189,15 @@ int main() {
     // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm_ops.py).
     GsMoeArgs a{GS_MOE_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
                 s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
+    // The fp8 ring path's workspace (x as row-scaled f16): written once here; "prepare_rows" times it.
+    uint16_t* dxh = nullptr;
+    float* dxrs = nullptr;
+    CK(cudaMalloc(&dxh, R * s.K * 2));
+    CK(cudaMalloc(&dxrs, R * 4));
+    a.xh = dxh;
+    a.x_rs = dxrs;
+    gs_moe_prepare_rows<<<R, kThreads>>>(a, 0);
+    CK(cudaDeviceSynchronize());
     const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(dcopy, dsrc, wbytes + sbytes, cudaMemcpyDeviceToDevice)); });
     const double copy_gbs = 2.0 * (wbytes + sbytes) / copy_ms / 1e6;
     std::printf("%s,d2d_copy,%.4f,%.1f,1.000\n", s.name, copy_ms, copy_gbs);
@@ -220,18 +241,26 @@ int main() {
     dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                           \
     gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
   }, false)
-      RING(4, 2, 1, 4);  // the launcher's choice for mxfp8 / block_fp8
+      RING(4, 2, 4, 4);  // the launcher's choice for mxfp8 / block_fp8: registers capped for 4 blocks per SM
+      RING(4, 2, 1, 4);  // uncapped: 132 registers, 3 blocks per SM
       RING(2, 2, 1, 4);
+      RING(2, 2, 5, 4);
       RING(2, 3, 1, 4);
-      RING(4, 3, 1, 4);
-      RING(4, 4, 1, 4);
-      RING(2, 4, 1, 4);
-      RING(4, 2, 5, 4);  // registers capped for 5 blocks (20 warps) per SM instead of 4
-      RING(2, 2, 1, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
-      RING(2, 3, 1, 8);
-      RING(4, 2, 1, 8);
-      RING(1, 2, 1, 8);
+      RING(2, 3, 5, 4);
+      RING(4, 3, 4, 4);
+      RING(2, 2, 3, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
+      RING(4, 2, 2, 8);
 #undef RING
+      run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {  // what the op launches (zero-fill folded into prepare_rows)
+        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
+        constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, 4, 2>();
+        dim3 grid((s.N + 127) / 128, a.S);
+        gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
+      }, false);
+      {  // timed only: it writes no GEMM output to compare
+        const float ms = time_ms([&] { gs_moe_prepare_rows<<<R, kThreads>>>(a, 1); });
+        std::printf("%s,prepare_rows_alone,%.4f,,\n", s.name, ms);
+      }
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
@@ -241,7 +270,7 @@ int main() {
 #undef CORE_TILE
     CK(cudaGetLastError());
     for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
-                      static_cast<void*>(dx),
+                      static_cast<void*>(dx), static_cast<void*>(dxh), static_cast<void*>(dxrs),
                       static_cast<void*>(dout), static_cast<void*>(dmap)})
       CK(cudaFree(ptr));
   }

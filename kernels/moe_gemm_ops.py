@@ -5,7 +5,8 @@ kernels/cpu/moe_gemm.cpp (CPU tensors: g++ module). The GPU's CUDA-core kernel d
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
 on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
 larger: 4 row tiles per warp), deterministic and within TOLERANCE of the twin but not bitwise equal
-(`kernel_path` says which family runs). The op takes the weight as the [E, K, N] view of its [E, N, K]
+(`kernel_path` says which family runs). The ring's fp8 path reads x as row-scaled f16 that the op's first
+kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
 
@@ -142,7 +143,13 @@ def moe_gemm_op(
     out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
     block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
     module, args = _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
-    module.moe_gemm(*args, int(zero_unwritten), _stream(x))
+    # The fp8 ring path reads x as row-scaled f16 that the op's first kernel writes here (moe_gemm.hip,
+    # gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read.
+    nbytes = module.workspace_bytes(*args)
+    workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
+    module.moe_gemm(
+        *args, int(zero_unwritten), workspace.data_ptr() if workspace is not None else 0, nbytes, _stream(x)
+    )
     return out
 
 

@@ -126,7 +126,9 @@ def test_bad_input_is_refused_by_name(index):
 
 def test_cpp_entry_refuses_unknown_format_code():
     with pytest.raises(ValueError, match="allowed: 0 bf16"):
-        mo.cpu_module().moe_gemm(9, 0, 0, 0, 32, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0)
+        mo.cpu_module().moe_gemm(
+            9, 0, 0, 0, 32, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0
+        )
 
 
 class _nan_fill:
@@ -222,13 +224,13 @@ def test_gpu_tensor_core_path_propagates_nan_weights(poison):
 
 
 @pytest.mark.gpu
-def test_gpu_ring_kernel_takes_the_exact_path_for_scales_out_of_bf16_range():
-    """The ring kernel (block_m 16) multiplies MXFP8 weights by 2^(e-7) in bf16, which holds only for
-    E8M0 e <= 134; above that (e = 255 is NaN) a warp vote sends the chunk to the exact decode. Without the
-    vote, e = 135..254 overflows the bf16 multiplier (inf or a wrong power of two) and e = 255 gives a
-    finite value. e = 10 is the smallest scale whose products stay normal bf16; e = 0 in one chunk (the
-    documented subnormal limit) must not disturb its column's other chunks. Each column is checked against
-    the CPU twin on its own, so a small column cannot hide behind a large one."""
+def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255():
+    """The ring kernel (block_m 16) forms an MXFP8 scale 2^(e-127) by shifting e into f32's exponent
+    field, which is right for e = 1..254 only: e = 255 (NaN) would give inf and e = 0 (2^-127, an f32
+    subnormal) would give 0. A warp vote sends a stage holding either to gs_e8m0. Without the vote the
+    e = 255 column comes out inf, not NaN. Large scales (up to 2^73) and small ones (2^-117) must not
+    disturb their columns' other chunks. Each column is checked against the CPU twin on its own, so a small
+    column cannot hide behind a large one."""
     x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=16, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
@@ -251,12 +253,59 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_scales_out_of_bf16_range():
 
 
 @pytest.mark.gpu
-def test_gpu_zero_fill_and_its_negative_control():
-    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8)
+def test_gpu_ring_fp8_path_scales_x_rows_into_f16():
+    """The fp8 ring path reads x as f16 scaled per row by a power of two (gs_moe_prepare_rows). Rows of
+    ~2^100 and ~2^-100 leave f16's range unscaled (inf, 0); a row spanning 2^-20..2^20 keeps its large
+    terms; inf and NaN in x must give the twin's inf/NaN (inf * 0 is NaN). Compared with the CPU twin."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=16, seed=7)
+    x[0] = x[0].float() * 2.0**100
+    x[1] = x[1].float() * 2.0**-100
+    x[2, ::2] = x[2, ::2].float() * 2.0**20
+    x[2, 1::2] = x[2, 1::2].float() * 2.0**-20
+    x[3, 5] = float("inf")
+    x[4, 9] = float("nan")
+    q.data[0, 7, 5] = 0  # row 3's inf meets a zero weight in column 7: NaN there
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=16).float()
+    assert (
+        torch.equal(torch.isnan(out), torch.isnan(cpu))
+        and torch.isnan(out[3, 7])
+        and torch.isnan(out[4]).all()
+    )
+    assert torch.equal(torch.isinf(out), torch.isinf(cpu)) and torch.isinf(out[3, :7]).all()
+    assert torch.equal(out[3].nan_to_num(), cpu[3].nan_to_num())  # the same signs of inf
+    for row in (0, 1, 2, *range(5, 32)):
+        assert quant.max_rel_error(out[row], cpu[row]) <= OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24, row
+    assert 2.0**90 < out[0].abs().max() < 2.0**120 and 0 < out[1].abs().max() < 2.0**-80
+
+
+@pytest.mark.gpu
+def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
+    """The C++ entry checks the workspace the op allocates: too small is an error naming the size needed,
+    not a write past the buffer."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
+    out = torch.empty(32, 24, dtype=torch.bfloat16, device="cuda")
+    module, args = mo._module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 16)
+    need = module.workspace_bytes(*args)
+    assert need == 32 * 64 * 2 + 32 * 4
+    with pytest.raises(
+        ValueError, match=f"workspace is 0 bytes; allowed: .* at least workspace_bytes\\(\\) = {need}"
+    ):
+        module.moe_gemm(*args, 1, 0, 0, torch.cuda.current_stream().cuda_stream)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [4, 16])
+def test_gpu_zero_fill_and_its_negative_control(block_m):
+    """block_m 4: the CUDA-core kernel; 16: the ring kernel, whose zero-fill shares gs_moe_prepare_rows with
+    the f16 x it writes."""
+    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():
-        good = mo.moe_gemm(*args, block_m=4)
-        bad = mo.moe_gemm(*args, block_m=4, zero_unwritten=False)
+        good = mo.moe_gemm(*args, block_m=block_m)
+        bad = mo.moe_gemm(*args, block_m=block_m, zero_unwritten=False)
     assert torch.equal(good[8:].cpu(), torch.zeros(8, 40, dtype=torch.bfloat16))
     assert torch.isnan(bad[8:]).all()
 

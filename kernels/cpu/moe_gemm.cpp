@@ -65,6 +65,8 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
     (void)block_m;  // the CPU walks each slot's rows directly; block_m only picks the GPU register tile
     (void)stream;
+    (void)workspace;  // the CPU twin reads x as it is; workspace_bytes() is 0 here
+    (void)workspace_bytes;
     GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
     moe_gemm_cpu(a, zero_unwritten);
@@ -73,5 +75,10 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     (void)block_m;
     (void)GS_MOE_GEMM_MAKE_ARGS;  // the same validation as moe_gemm
     return std::string("cuda_core");  // the CPU twin is the reference order the CUDA-core kernel matches
+  });
+  m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
+    (void)block_m;
+    (void)GS_MOE_GEMM_MAKE_ARGS;
+    return static_cast<int64_t>(0);
   });
 }

@@ -6,7 +6,7 @@
 //   out: bf16 [R, N]; f32 accumulation; slots with expert -1 return at once.
 //
 // Zero-fill (aiter#5831 defect 1): rows no slot covers (foreign experts under expert parallelism, -1
-// padding) are written as zeros by gs_moe_zero_unwritten, inside the op and so inside any graph that
+// padding) are written as zeros by gs_moe_prepare_rows, inside the op and so inside any graph that
 // captures it. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
@@ -26,8 +26,8 @@
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
 //   (reports/measurements/h200-2026-11-30-session2).
 // * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
-//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.68-0.70 of
-//   copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session3) and a 4-row-tile
+//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.87 of copy
+//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4) and a 4-row-tile
 //   kernel for larger slots (prefill). Both are deterministic but accumulate in the tensor core's own
 //   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
 //   op says which family ran ("tensor_core" or "cuda_core").
@@ -175,6 +175,10 @@ struct GsMoeArgs {
   uint16_t* out;        // bf16 [R, N] contiguous
   int vec_w;            // 16-byte weight loads allowed
   int vec_x;            // 16-byte x loads allowed
+  // The ring kernel's fp8 path (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
+  // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
+  uint16_t* xh = nullptr;
+  float* x_rs = nullptr;
 };
 
 // K/N extent of one weight scale per format (kernels/moe_gemm_ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
@@ -239,6 +243,7 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 #ifndef GS_BACKEND_HOST
 // ------------------------------------------------------------------------------------------ kernels
 #if defined(GS_BACKEND_CUDA)
+#include <type_traits>  // std::true_type: the ring kernel's exact-scale variant of its chunk loop
 #include <cuda_fp8.h>  // __nv_cvt_fp8x2_to_halfraw2: cvt.rn.f16x2.e4m3x2, one instruction per 2 weights on sm_89+
 #endif
 
@@ -407,17 +412,15 @@ GS_HD inline bool gs_mma_format(int fmt) {
 }
 
 #if defined(GS_BACKEND_CUDA)
-// Four e4m3fn bytes -> two bf16x2 words, exactly: each byte goes to the top of a 16-bit half, E and M
-// shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and one bf16 multiply by
-// 2^120 rescales (a power of two: exact). S.1111.111 (NaN, also the 0x7F/0xFF poison bytes) is found with
-// one add over the word and set to a bf16 NaN, so poisoned weights still poison the output.
-// Four e4m3fn bytes -> two bf16x2 words times `mult`, with no NaN handling: each byte goes to the top of a
-// 16-bit half, E and M shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and one
-// bf16 multiply by mult rescales. Exact whenever mult * 2^120 is a power of two and the product is a
-// normal bf16 (or zero).
-__device__ __forceinline__ void gs_e4m3x4_to_bf16x2_mul(uint32_t word, uint32_t mult, uint32_t& lo, uint32_t& hi) {
+// Four e4m3fn bytes -> two bf16x2 words, exactly (the prefill kernel's decode): each byte goes to the top
+// of a 16-bit half, E and M shift into bf16's fields (value * 2^-120, subnormals onto bf16 subnormals) and
+// one bf16 multiply by 2^120 rescales (a power of two: exact). S.1111.111 (NaN, also the 0x7F/0xFF poison
+// bytes) is found with one add over the word and set to a bf16 NaN, so poisoned weights still poison the
+// output.
+__device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
+  constexpr uint32_t kPow2_120 = 0x7B807B80u;  // bf16 2^120 in both halves (exponent field 247)
   __nv_bfloat162 m;
-  memcpy(&m, &mult, 4);
+  memcpy(&m, &kPow2_120, 4);
   const uint32_t t[2] = {__byte_perm(word, 0, 0x1404), __byte_perm(word, 0, 0x3424)};
   uint32_t r[2];
 #pragma unroll
@@ -428,22 +431,7 @@ __device__ __forceinline__ void gs_e4m3x4_to_bf16x2_mul(uint32_t word, uint32_t 
     v = __hmul2(v, m);
     memcpy(&r[i], &v, 4);
   }
-  lo = r[0];
-  hi = r[1];
-}
-constexpr uint32_t kBf16x2Pow2_120 = 0x7B807B80u;  // bf16 2^120 in both halves (exponent field 247)
-
-// 0x80 in each byte of `word` that is an e4m3fn NaN (S.1111.111, also the 0x7F/0xFF poison bytes).
-__device__ __forceinline__ uint32_t gs_e4m3_nan_bytes(uint32_t word) {
-  return ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
-}
-
-// Four e4m3fn bytes -> two bf16x2 words, exactly: the decode above times 2^120 (a power of two: exact),
-// and a NaN byte set to a bf16 NaN, so poisoned weights still poison the output.
-__device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo, uint32_t& hi) {
-  uint32_t r[2];
-  gs_e4m3x4_to_bf16x2_mul(word, kBf16x2Pow2_120, r[0], r[1]);
-  const uint32_t nan_bytes = gs_e4m3_nan_bytes(word);
+  const uint32_t nan_bytes = ((word & 0x7F7F7F7Fu) + 0x01010101u) & 0x80808080u;
   if (nan_bytes) {
     if (nan_bytes & 0x00000080u) r[0] = (r[0] & 0xFFFF0000u) | 0x7FC0u;
     if (nan_bytes & 0x00008000u) r[0] = (r[0] & 0x0000FFFFu) | 0x7FC00000u;
@@ -452,16 +440,6 @@ __device__ __forceinline__ void gs_e4m3x4_to_bf16x2(uint32_t word, uint32_t& lo,
   }
   lo = r[0];
   hi = r[1];
-}
-
-__device__ __forceinline__ uint32_t gs_bf16x2_mul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 x, y;
-  memcpy(&x, &a, 4);
-  memcpy(&y, &b, 4);
-  x = __hmul2(x, y);
-  uint32_t r;
-  memcpy(&r, &x, 4);
-  return r;
 }
 
 __device__ __forceinline__ void gs_mma_bf16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
@@ -473,6 +451,56 @@ __device__ __forceinline__ void gs_mma_bf16(float* c, const uint32_t* a, uint32_
 #else
   __trap();  // the launcher only picks this path on compute capability >= 8.0
 #endif
+}
+
+__device__ __forceinline__ void gs_mma_f16(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();
+#endif
+}
+
+// The two e4m3fn bytes in the low 16 bits of `pair` -> f16x2, exactly: f16 holds every e4m3fn value and
+// NaN stays NaN (also the 0x7F/0xFF poison). Portable form: E and M shift into f16's fields (value * 2^-8;
+// subnormals land on f16 subnormals), one f16 multiply by 2^8 (a power of two: exact), NaN bytes patched.
+__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2_portable(uint32_t pair) {
+  const uint32_t t = __byte_perm(pair, 0, 0x1404);  // byte 0 -> bits 8..15, byte 1 -> bits 24..31
+  uint32_t bits = ((t >> 1) & 0x3F803F80u) | (t & 0x80008000u);
+  __half2 v, m;
+  const uint32_t k256 = 0x5C005C00u;  // f16 2^8 in both halves
+  memcpy(&v, &bits, 4);
+  memcpy(&m, &k256, 4);
+  v = __hmul2(v, m);
+  memcpy(&bits, &v, 4);
+  if ((pair & 0x7Fu) == 0x7Fu) bits = (bits & 0xFFFF0000u) | 0x7E00u;
+  if ((pair & 0x7F00u) == 0x7F00u) bits = (bits & 0x0000FFFFu) | 0x7E000000u;
+  return bits;
+}
+// The same on sm_89+ with the hardware conversion (cvt.rn.f16x2.e4m3x2): one instruction per 2 weights,
+// where the portable form takes ~6. bench/moe_gemm_variants.cu checks both on all 256 bytes.
+__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2(uint32_t pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+#else
+  return gs_e4m3x2_to_f16x2_portable(pair);
+#endif
+}
+
+// True when a byte of the word is 0x00 or 0xFF: E8M0 values (2^-127, NaN) that gs_e8m0_shift cannot form.
+__device__ __forceinline__ bool gs_e8m0_has_00_or_ff(uint32_t w) {
+  const uint32_t nw = ~w;
+  return (((w - 0x01010101u) & nw) | ((nw - 0x01010101u) & w)) & 0x80808080u;
+}
+// Byte u of the word as 2^(e-127) in f32: the byte shifted into f32's exponent field. Exact for e in
+// 1..254; 0 and 255 go through gs_e8m0 (gs_e8m0_has_00_or_ff finds them).
+__device__ __forceinline__ float gs_e8m0_shift(uint32_t w, int u) {
+  const uint32_t bits = (u == 3 ? w >> 1 : w << (23 - 8 * u)) & 0x7F800000u;
+  return __uint_as_float(bits);
 }
 
 // MT 16-row tiles per warp (weights decoded once for all of them); grid (N / 128, slots); 4 warps.
@@ -584,30 +612,31 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 }
 
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
-// Slots of 5..16 rows: the 16-tokens-per-expert decode step. gs_moe_gemm_mma_kernel with one 16-row tile
-// read MXFP8 weights there at 0.34 of copy bandwidth (H200, bench/moe_gemm_variants.cu); Nsight Compute
-// showed it issue-bound (SM busy ~50%, DRAM 26%): per chunk it ran the NaN fix-up as selects, two scale loads
-// and four FMAs per n8 tile, and 64-bit address arithmetic for every load. Holding more loads in registers
-// did not help (0.31-0.44: the registers cut occupancy). This kernel reaches 0.68-0.70 (same bench, 5 runs,
-// H200 session 3); Nsight Compute still shows it issue-bound (~200 instructions per warp and chunk, 80 of
-// them the bf16 decode), which is where the next gain is. Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
+// Slots of 5..16 rows: the 16-tokens-per-expert decode step. History (H200, bench/moe_gemm_variants.cu,
+// MXFP8 at Hy4-TP8 16 tokens, fraction of copy bandwidth): gs_moe_gemm_mma_kernel with one 16-row tile
+// 0.34 (issue-bound: NaN fix-up selects, scale loads, 64-bit addressing per load); this ring with a bf16
+// software decode 0.68-0.70 (session 3; Nsight Compute: ~200 instructions per warp and chunk, 80 of them
+// the decode); this ring with the f16 path below 0.87-0.88 kernel alone, 0.82 with gs_moe_prepare_rows
+// (session 4, reports/measurements/h200-2026-11-30-session4). Per block of 4 warps (4 x NT n8 column tiles,
+// 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile, the 16 x
 //    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
 //    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
 //    the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B fragment read distinct banks;
-//  * the MXFP8 scale applied to the weights (the B operand) in the decode's one bf16 multiply, by
-//    2^(e-7) = 2^120 * 2^(e-127): a power of two, so the scaled weight is exact whenever it is a normal bf16,
-//    and the MMAs accumulate all of K in f32 with no per-chunk epilogue;
-//  * per chunk one warp vote on "a NaN weight byte (e4m3fn S.1111.111, also the 0x7F/0xFF poison) or a
-//    stage scale above 2^7 (e > 134: 2^(e-7) leaves bf16's range)"; only then the exact decode
-//    (gs_e4m3x4_to_bf16x2, NaN kept) and a separate multiply by 2^(e-127) (E8M0 255 gives NaN, 0 the
-//    subnormal 2^-127).
-// block_fp8's f32 scale is one value per 128 K x 128 N block: warp-uniform over a stage (stages start at
-// multiples of 128 K; a warp's NT * 8 columns lie in one 128-column block), so it multiplies the stage's
-// f32 partial once. bf16 weights go to the tensor core as they are.
-// Limit: a scaled weight below bf16's normal range (an MXFP8 scale below 2^-117, which kernels/quant.py
-// gives only to a 32-weight block whose largest magnitude is below 2^-109) reaches the tensor core as a
-// bf16 subnormal and may lose bits the f32 reference keeps.
+//  * fp8 weights (mxfp8, block_fp8) reach the tensor core as f16 through the sm_89+ hardware conversion
+//    (gs_e4m3x2_to_f16x2: exact, NaN kept, one instruction per 2 weights; the bf16 decode took 5) and meet
+//    x as f16: gs_moe_prepare_rows scales each x row by a power of two so that its largest magnitude lies in
+//    [2^7, 2^8) (exact for every element within 2^24 of it) and the epilogue multiplies the row back. f16 x
+//    f16 products are exact in the MMA's f32 accumulator;
+//  * MXFP8: each chunk's f32 partial (two MMAs from zero) times its columns' 2^(e-127), formed by shifting e
+//    into f32's exponent field; a warp vote per stage sends E8M0 bytes 0 (2^-127, an f32 subnormal) and 255
+//    (NaN), which the shift cannot form, to gs_e8m0. The scale is applied in f32, so the session-3 limit
+//    (scaled weights below bf16's normal range lost bits) is gone;
+//  * block_fp8's f32 scale is one value per 128 K x 128 N block: warp-uniform over a stage (stages start at
+//    multiples of 128 K; a warp's NT * 8 columns lie in one 128-column block), so it multiplies the stage's
+//    f32 partial once. bf16 weights and bf16 x go to the tensor core as they are.
+// Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
+// largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
 
 __device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
@@ -663,6 +692,7 @@ constexpr int gs_ring_smem_bytes() {
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT>;
+  constexpr bool kX16 = FMT != GS_MOE_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
   constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_MOE_MXFP8 ? TN * 4 : 0;
@@ -679,6 +709,8 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * TN;
   const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
+  const uint16_t* xbase = kX16 ? a.xh : a.x;
+  const int64_t xstride = kX16 ? a.K : a.x_sr;
   // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, one scale word.
   const int wr = tid / R::kPieces, wp = tid % R::kPieces;
   const uint8_t* wsrc[kWPer];
@@ -713,7 +745,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     for (int h = 0; h < kXPer; ++h) {
       const int64_t r = rg + xrow + (16 / kXPer) * h;
       xin[h] = r < rows;
-      xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
+      xsrc[h] = xbase + (xin[h] ? (row0 + r) * xstride : 0) + xpiece * 8;
     }
     auto issue = [&](int64_t st, int slot_i) {
       uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
@@ -726,7 +758,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 #pragma unroll
       for (int h = 0; h < kXPer; ++h)
         gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
-                      kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
+                      kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
       if (FMT == GS_MOE_MXFP8 && tid < TN) {
         uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
         const int64_t c0 = st * U;
@@ -762,74 +794,61 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       const uint8_t* xs = base + kWBytes + (g * R::kXRow + 8 * t) * 2;
       const float bscale = FMT == GS_MOE_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
       float part[FMT == GS_MOE_BLOCK_FP8 ? NT : 1][4] = {};
-      // MXFP8: the stage's 4 E8M0 bytes per n8 tile; scb holds e + 120 per byte (no carries between bytes),
-      // the fast path's bf16 exponent; big flags a byte above 134 in any of them.
-      uint32_t sc[FMT == GS_MOE_MXFP8 ? NT : 1], scb[FMT == GS_MOE_MXFP8 ? NT : 1], big = 0;
+      // MXFP8: the stage's E8M0 bytes (one per chunk) of the two accumulator columns 2t, 2t + 1 of each n8
+      // tile; `odd` flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
+      uint2 sw[FMT == GS_MOE_MXFP8 ? NT : 1];
+      bool odd = false;
       if (FMT == GS_MOE_MXFP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          sc[nt] = reinterpret_cast<const uint32_t*>(base + kWBytes + R::kXBytes)[brow + nt * 8];
-          scb[nt] = ((sc[nt] & 0x7F7F7F7Fu) + 0x78787878u) ^ (sc[nt] & 0x80808080u);
-          big |= sc[nt] & ((sc[nt] & 0x7F7F7F7Fu) + 0x79797979u) & 0x80808080u;  // b >= 128 and b % 128 >= 7
+          sw[nt] = *reinterpret_cast<const uint2*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * 4);
+          odd |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
         }
       }
+      // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
+      // with 0, or a NaN/2^-127 scale) decodes each scale with gs_e8m0 instead of the shift.
+      auto chunks = [&](auto exact_tag) {
+        constexpr bool kExact = decltype(exact_tag)::value;
+        static_cast<void>(kExact);  // read only by the MXFP8 instantiation
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (st * U + u >= nchunks) break;
-        const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
-        const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
-        const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};  // K elements 8t..8t+3 of rows g, g + 8
-        const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};  // K elements 8t+4..8t+7
-        uint32_t b[NT][4];
-        if constexpr (FMT == GS_MOE_BF16) {
-#pragma unroll
-          for (int nt = 0; nt < NT; ++nt) {
-            const uint4 v = *reinterpret_cast<const uint4*>(base + boff[u] + nt * 8 * R::kRowBytes);
-            b[nt][0] = v.x, b[nt][1] = v.y, b[nt][2] = v.z, b[nt][3] = v.w;
-          }
-        } else {
-          uint2 wv[NT];
-          uint32_t nan = 0;
+        for (int u = 0; u < U; ++u) {
+          if (st * U + u >= nchunks) break;
+          const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
+          const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
+          const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};  // K elements 8t..8t+3 of rows g, g + 8
+          const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};  // K elements 8t+4..8t+7
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            wv[nt] = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
-            // gs_e4m3_nan_bytes without its mask: (b & 0x7F) + 1 never carries out of its byte, so the
-            // mask is applied once after the ORs.
-            nan |= ((wv[nt].x & 0x7F7F7F7Fu) + 0x01010101u) | ((wv[nt].y & 0x7F7F7F7Fu) + 0x01010101u);
-          }
-          // Rare: a NaN weight byte, or a scale of this stage above 2^7 (2^(e-7) leaves bf16's range).
-          const bool rare = ((nan & 0x80808080u) | big) != 0;
-          if (__any_sync(0xFFFFFFFFu, rare)) {  // exact decode, NaN bytes kept; separate E8M0 multiply
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              gs_e4m3x4_to_bf16x2(wv[nt].x, b[nt][0], b[nt][1]);
-              gs_e4m3x4_to_bf16x2(wv[nt].y, b[nt][2], b[nt][3]);
-              if (FMT == GS_MOE_MXFP8) {
-                const uint32_t e = sc[nt] >> (8 * u) & 0xFFu;
-                const uint32_t h = e == 255u ? 0x7FC0u : e == 0u ? 0x0040u : e << 7;  // 2^(e-127)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) b[nt][i] = gs_bf16x2_mul(b[nt][i], h | (h << 16));
+            if constexpr (FMT == GS_MOE_BF16) {
+              const uint4 v = *reinterpret_cast<const uint4*>(base + boff[u] + nt * 8 * R::kRowBytes);
+              gs_mma_bf16(acc[nt], k0, v.x, v.y);
+              gs_mma_bf16(acc[nt], k1, v.z, v.w);
+            } else {
+              const uint2 v = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
+              const uint32_t b0 = gs_e4m3x2_to_f16x2(v.x), b1 = gs_e4m3x2_to_f16x2(v.x >> 16);
+              const uint32_t b2 = gs_e4m3x2_to_f16x2(v.y), b3 = gs_e4m3x2_to_f16x2(v.y >> 16);
+              if constexpr (FMT == GS_MOE_BLOCK_FP8) {
+                gs_mma_f16(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0], k0, b0, b1);
+                gs_mma_f16(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0], k1, b2, b3);
+              } else {  // MXFP8: the chunk's partial in f32, times its columns' 2^(e-127)
+                float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gs_mma_f16(c, k0, b0, b1);
+                gs_mma_f16(c, k1, b2, b3);
+                const float s0 = kExact ? gs_e8m0(sw[nt].x >> (8 * u) & 0xFFu) : gs_e8m0_shift(sw[nt].x, u);
+                const float s1 = kExact ? gs_e8m0(sw[nt].y >> (8 * u) & 0xFFu) : gs_e8m0_shift(sw[nt].y, u);
+                acc[nt][0] = fmaf(c[0], s0, acc[nt][0]);
+                acc[nt][1] = fmaf(c[1], s1, acc[nt][1]);
+                acc[nt][2] = fmaf(c[2], s0, acc[nt][2]);
+                acc[nt][3] = fmaf(c[3], s1, acc[nt][3]);
               }
             }
-          } else {
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              // 2^(e-7) = bf16 bits (e + 120) << 7 in both halves; block_fp8: 2^120
-              const uint32_t mult =
-                  FMT == GS_MOE_MXFP8 ? __byte_perm(scb[nt], 0, 0x0404u | (u << 4) | (u << 12)) >> 1
-                                      : kBf16x2Pow2_120;
-              gs_e4m3x4_to_bf16x2_mul(wv[nt].x, mult, b[nt][0], b[nt][1]);
-              gs_e4m3x4_to_bf16x2_mul(wv[nt].y, mult, b[nt][2], b[nt][3]);
-            }
           }
         }
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          float* c = FMT == GS_MOE_BLOCK_FP8 ? part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0] : acc[nt];
-          gs_mma_bf16(c, k0, b[nt][0], b[nt][1]);
-          gs_mma_bf16(c, k1, b[nt][2], b[nt][3]);
-        }
-      }
+      };
+      if (FMT == GS_MOE_MXFP8 && __any_sync(0xFFFFFFFFu, odd))
+        chunks(std::true_type{});
+      else
+        chunks(std::false_type{});
       if (FMT == GS_MOE_BLOCK_FP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -840,12 +859,18 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     __syncthreads();  // the next row group's prologue refills slots other warps may still read
     const int64_t nw = col0 + warp * NT * 8;
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt)
+    for (int h = 0; h < 2; ++h) {
+      const int64_t r = rg + g + 8 * h;
+      if (r >= rows) continue;
+      const float rs = kX16 ? a.x_rs[row0 + r] : 1.0f;  // undo the f16 row scale (a power of two: exact)
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int64_t r = rg + g + 8 * (i / 2), n = nw + nt * 8 + 2 * t + (i % 2);
-        if (r < rows && n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(acc[nt][i]);
-      }
+      for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int64_t n = nw + nt * 8 + 2 * t + i;
+          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs : acc[nt][2 * h + i]);
+        }
+    }
   }
 }
 
@@ -859,19 +884,57 @@ inline bool gs_device_has_mma_bf16() {
 }
 #endif  // GS_BACKEND_CUDA
 
-// One block per row (grid-stride): zero the row iff no valid slot covers it.
-__global__ void __launch_bounds__(kThreads) gs_moe_zero_unwritten(GsMoeArgs a) {
+// One block per row (grid-stride), before the GEMM kernel:
+//  * zero_unwritten: zero the output row iff no valid slot covers it;
+//  * a.xh set (the ring kernel's fp8 path): write the row of x as f16 times 2^(134 - E), E the largest
+//    biased exponent among its finite bf16 elements (at least 8), and 2^(E - 134) into a.x_rs. The row's
+//    largest magnitude lands in [2^7, 2^8), far inside f16's range (65504), so every element within 2^24 of
+//    it converts exactly (f16 subnormals reach 2^-24; bf16 has 8 significant bits); smaller ones round,
+//    by at most 2^-25 of the row's largest. NaN stays NaN, inf stays inf. The f16 x is what lets the fp8
+//    weights reach the tensor core through the hardware e4m3 -> f16 conversion (the ring kernel's note).
+__global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int zero_unwritten) {
   __shared__ int covered;
+  __shared__ unsigned row_exp;
   for (int64_t row = blockIdx.x; row < a.R; row += gridDim.x) {
-    if (threadIdx.x == 0) covered = 0;
+    if (threadIdx.x == 0) covered = 0, row_exp = 8;
     __syncthreads();
-    for (int64_t s = threadIdx.x; s < a.S; s += blockDim.x) {
-      const int32_t e = a.map[s * 3], r0 = a.map[s * 3 + 1], cnt = a.map[s * 3 + 2];
-      if (e >= 0 && e < a.E && row >= r0 && row < r0 + cnt) covered = 1;  // benign race: all write 1
+    if (zero_unwritten)
+      for (int64_t s = threadIdx.x; s < a.S; s += blockDim.x) {
+        const int32_t e = a.map[s * 3], r0 = a.map[s * 3 + 1], cnt = a.map[s * 3 + 2];
+        if (e >= 0 && e < a.E && row >= r0 && row < r0 + cnt) covered = 1;  // benign race: all write 1
+      }
+#if defined(GS_BACKEND_CUDA)
+    // 16-byte pieces of 8 elements: the ring path runs only with a.vec_x (gs_moe_gemm_uses_mma); scalar
+    // 2-byte accesses made this kernel 11.7 us at 512 x 6144 (H200 session 4, run 1).
+    const uint4* xr = reinterpret_cast<const uint4*>(a.x + row * a.x_sr);
+    if (a.xh) {
+      unsigned em = 0;
+      for (int64_t k = threadIdx.x; k < a.K / 8; k += blockDim.x) {
+        const uint4 v = xr[k];
+        for (uint32_t w : {v.x, v.y, v.z, v.w})
+          for (uint32_t e : {(w >> 7) & 0xFFu, (w >> 23) & 0xFFu}) em = e != 255u && e > em ? e : em;
+      }
+      atomicMax(&row_exp, em);
     }
+#endif
     __syncthreads();
-    if (!covered)
+    if (zero_unwritten && !covered)
       for (int64_t n = threadIdx.x; n < a.N; n += blockDim.x) a.out[row * a.N + n] = 0;
+#if defined(GS_BACKEND_CUDA)
+    if (a.xh) {
+      const float mult = gs_bits_f32((261u - row_exp) << 23);  // 2^(134 - E), E in 8..254: a normal f32
+      for (int64_t k = threadIdx.x; k < a.K / 8; k += blockDim.x) {
+        const uint4 v = xr[k];
+        uint32_t h[4] = {v.x, v.y, v.z, v.w};
+        for (uint32_t& w : h) {
+          const __half2 f = __floats2half2_rn(gs_bits_f32(w << 16) * mult, gs_bits_f32(w & 0xFFFF0000u) * mult);
+          memcpy(&w, &f, 4);
+        }
+        reinterpret_cast<uint4*>(a.xh + row * a.K)[k] = make_uint4(h[0], h[1], h[2], h[3]);
+      }
+      if (threadIdx.x == 0) a.x_rs[row] = gs_bits_f32((row_exp - 7u) << 23);  // 2^(E - 134)
+    }
+#endif
     __syncthreads();
   }
 }
@@ -899,31 +962,45 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
+// The ring kernel's fp8 path needs x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided device
+// workspace for it, 0 on every other path. Layout: f16 [R, K], then f32 [R].
+inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
+  const bool x16 = a.fmt != GS_MOE_BF16 && block_m <= 16 && gs_moe_gemm_uses_mma(a, block_m);
+  return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
+}
+
+// `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
-  if (zero_unwritten && a.R > 0 && a.N > 0) {
+  const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
+  if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
+  if (a.R > 0 && ((zero_unwritten && a.N > 0) || x16)) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
-    hipLaunchKernelGGL(gs_moe_zero_unwritten, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, a);
+    GsMoeArgs pa = a;
+    if (!x16) pa.xh = nullptr;
+    hipLaunchKernelGGL(gs_moe_prepare_rows, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, pa,
+                       zero_unwritten && a.N > 0 ? 1 : 0);
   }
   if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
-    // per warp. Ring configuration (H200 session 3, bench/moe_gemm_variants.cu): 4 n8 tiles per warp and 2
-    // stages were fastest for MXFP8 at 16 tokens (0.68-0.70 of copy bandwidth; 3-4 stages 0.57-0.59, 2 tiles
-    // 0.60-0.65, 8 warps per block 0.59-0.70, registers capped for 5 blocks per SM 0.50); bf16 takes 2
-    // tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
-    // opt-in attribute (0.97 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
+    // per warp. Ring configuration (H200 session 4, bench/moe_gemm_variants.cu, MXFP8 at 16 tokens,
+    // fraction of copy bandwidth): 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM
+    // 0.87-0.88 (uncapped: 132 registers, 3 blocks, 0.69; 2 tiles 0.76, with 3 stages 0.83; 4 tiles and 3
+    // stages 0.68; 8 warps per block 0.69-0.87). The cap spills 4 bytes for MXFP8. bf16 takes 2 tiles so
+    // that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an opt-in
+    // attribute (0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     if (block_m <= 16) {
-#define GS_LAUNCH_RING(F, NT)                                                                               \
+#define GS_LAUNCH_RING(F, NT, MINB)                                                                         \
   {                                                                                                         \
     constexpr int smem = gs_ring_smem_bytes<F, NT, kRingStages>();                                          \
     static_assert(smem <= 48 * 1024, "ring stays within the default shared-memory limit");                  \
     dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
-    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
+    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
   }
-      if (a.fmt == GS_MOE_BF16) GS_LAUNCH_RING(GS_MOE_BF16, 2)
-      else if (a.fmt == GS_MOE_MXFP8) GS_LAUNCH_RING(GS_MOE_MXFP8, 4)
-      else GS_LAUNCH_RING(GS_MOE_BLOCK_FP8, 4)
+      if (a.fmt == GS_MOE_BF16) GS_LAUNCH_RING(GS_MOE_BF16, 2, 1)
+      else if (a.fmt == GS_MOE_MXFP8) GS_LAUNCH_RING(GS_MOE_MXFP8, 4, 4)
+      else GS_LAUNCH_RING(GS_MOE_BLOCK_FP8, 4, 4)
 #undef GS_LAUNCH_RING
       return hipGetLastError();
     }
@@ -995,12 +1072,14 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
   return a;
 }
 
-// kernel_path takes the arguments up to block_m; moe_gemm adds zero_unwritten and the stream.
+// kernel_path and workspace_bytes take the arguments up to block_m; moe_gemm adds zero_unwritten, the
+// workspace and the stream.
 #define GS_MOE_GEMM_PATHARGS                                                                                    \
   int fmt, uintptr_t x, int64_t x_sr, int64_t R, int64_t K, int64_t N, int64_t E, uintptr_t w, int64_t w_se,    \
       int64_t w_sk, int64_t w_sn, uintptr_t s, int64_t s_se, int64_t s_sk, int64_t s_sn, int64_t s_kblk,          \
       int64_t s_nblk, uintptr_t g, int64_t g_se, uintptr_t map, int64_t S, uintptr_t out, int64_t block_m
-#define GS_MOE_GEMM_PYARGS GS_MOE_GEMM_PATHARGS, int zero_unwritten, uintptr_t stream
+#define GS_MOE_GEMM_PYARGS \
+  GS_MOE_GEMM_PATHARGS, int zero_unwritten, uintptr_t workspace, int64_t workspace_bytes, uintptr_t stream
 #define GS_MOE_GEMM_MAKE_ARGS \
   gs_moe_make_args(fmt, x, x_sr, R, K, N, E, w, w_se, w_sk, w_sn, s, s_se, s_sk, s_sn, s_kblk, s_nblk, g, g_se, map, S, out)
 
@@ -1010,11 +1089,22 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
     GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
+    const int64_t need = gs_moe_workspace_bytes(a, static_cast<int>(block_m));
+    gs_require(workspace_bytes >= need && (need == 0 || (workspace != 0 && workspace % 16 == 0)), "moe_gemm",
+               "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
+               "at least workspace_bytes() = " + std::to_string(need));
+    if (need > 0) {
+      a.xh = reinterpret_cast<uint16_t*>(workspace);
+      a.x_rs = reinterpret_cast<float*>(workspace + static_cast<uintptr_t>(a.R * a.K * 2));
+    }
     hipError_t err = gs_moe_gemm_launch(a, static_cast<int>(block_m), zero_unwritten, reinterpret_cast<hipStream_t>(stream));
     if (err != hipSuccess) throw std::runtime_error(std::string("moe_gemm: launch failed: ") + hipGetErrorString(err));
   });
   m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
     return std::string(gs_moe_gemm_uses_mma(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m)) ? "tensor_core" : "cuda_core");
+  });
+  m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
+    return gs_moe_workspace_bytes(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m));
   });
 }
 #endif  // !GS_BACKEND_HOST
