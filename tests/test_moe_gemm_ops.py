@@ -297,17 +297,33 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_m", [4, 16])
-def test_gpu_zero_fill_and_its_negative_control(block_m):
-    """block_m 4: the CUDA-core kernel; 16: the ring kernel, whose zero-fill shares gs_moe_prepare_rows with
-    the f16 x it writes."""
-    x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8, block_m=block_m)
+@pytest.mark.parametrize(
+    ("fmt", "block_m", "slack"),
+    [("mxfp8", 4, 8), ("mxfp8", 4, 300), ("mxfp8", 16, 8), ("bf16", 16, 8), ("mxfp8", 64, 8)],
+)
+def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
+    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4), the ring's fp8 path
+    (16, in gs_moe_prepare_rows), the ring's bf16 path (16) and the prefill kernel (64), the last three
+    through zero-fill blocks in the GEMM launch. 300 slack rows exceed the 256 rows of zero-fill blocks, so
+    a block must stride. zero_unwritten=False leaves the poison: what the fill is measured against."""
+    x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():
         good = mo.moe_gemm(*args, block_m=block_m)
         bad = mo.moe_gemm(*args, block_m=block_m, zero_unwritten=False)
-    assert torch.equal(good[8:].cpu(), torch.zeros(8, 40, dtype=torch.bfloat16))
+    assert torch.equal(good[8:].cpu(), torch.zeros(slack, 40, dtype=torch.bfloat16))
+    assert torch.isfinite(good[:8]).all()
     assert torch.isnan(bad[8:]).all()
+
+
+@pytest.mark.gpu
+def test_gpu_zero_fill_with_no_slots():
+    """An empty block map (S = 0) still zero-fills every row: the launch then holds only zero-fill blocks."""
+    x, q, _ = _problem("mxfp8", sizes=(4, 4), slack=8)
+    empty = torch.zeros(0, 3, dtype=torch.int32)
+    with _nan_fill():
+        out = mo.moe_gemm(x.cuda(), _to(q, "cuda"), empty.cuda(), block_m=4)
+    assert torch.equal(out.cpu(), torch.zeros(16, 40, dtype=torch.bfloat16))
 
 
 def test_weight_copy_counterexample_reports_bytes_and_time():
