@@ -302,10 +302,10 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
     [("mxfp8", 4, 8), ("mxfp8", 4, 300), ("mxfp8", 16, 8), ("bf16", 16, 8), ("mxfp8", 64, 8)],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
-    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4), the ring's fp8 path
-    (16, in gs_moe_prepare_rows), the ring's bf16 path (16) and the prefill kernel (64), the last three
-    through zero-fill blocks in the GEMM launch. 300 slack rows exceed the 256 rows of zero-fill blocks, so
-    a block must stride. zero_unwritten=False leaves the poison: what the fill is measured against."""
+    """Every kernel path zero-fills uncovered rows (gs_moe_prepare_rows, launched before the GEMM): the
+    CUDA-core kernel (block_m 4), the ring's fp8 path (16; the same launch writes the f16 x), the ring's
+    bf16 path (16) and the prefill kernel (64); with 300 slack rows nearly all of the output is unwritten
+    rows. zero_unwritten=False leaves the poison: what the fill is measured against."""
     x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():
@@ -318,7 +318,7 @@ def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
 
 @pytest.mark.gpu
 def test_gpu_zero_fill_with_no_slots():
-    """An empty block map (S = 0) still zero-fills every row: the launch then holds only zero-fill blocks."""
+    """An empty block map (S = 0) still zero-fills every row (no GEMM kernel is launched then)."""
     x, q, _ = _problem("mxfp8", sizes=(4, 4), slack=8)
     empty = torch.zeros(0, 3, dtype=torch.int32)
     with _nan_fill():

@@ -6,8 +6,7 @@
 //   out: bf16 [R, N]; f32 accumulation; slots with expert -1 return at once.
 //
 // Zero-fill (aiter#5831 defect 1): rows no slot covers (foreign experts under expert parallelism, -1
-// padding) are written as zeros by extra blocks of the GEMM launch (gs_zero_uncovered_tile; on the ring's
-// fp8 path by gs_moe_prepare_rows, which runs there anyway), inside the op and so inside any graph that
+// padding) are written as zeros by gs_moe_prepare_rows, inside the op and so inside any graph that
 // captures it. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
@@ -180,9 +179,6 @@ struct GsMoeArgs {
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
-  // Zero-fill folded into the GEMM launch: grid.y holds this many rows of zero-fill blocks after the S
-  // slot rows (gs_zero_uncovered_tile); 0 where gs_moe_prepare_rows zero-fills or zero_unwritten is off.
-  int64_t zero_blocks = 0;
 };
 
 // K/N extent of one weight scale per format (kernels/moe_gemm_ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
@@ -301,35 +297,12 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
   }
 }
 
-// Zero-fill folded into a GEMM launch (aiter#5831 defect 1): block (x, S + z) zeroes columns
-// [x * tile_n, (x + 1) * tile_n) of the rows z, z + zero_blocks, ... that no valid slot covers (decided on
-// the device, inside any graph that captures the op). A separate zero-fill kernel cost the 1-token op a
-// second launch (bench/moe_gemm.py: op 5-7 us slower than its kernel, H200 session 3). Called by every
-// thread of a block (it synchronizes); the zero rows are disjoint from the rows the slot blocks write.
-__device__ void gs_zero_uncovered_tile(const GsMoeArgs& a, int64_t z, int64_t tile_n) {
-  __shared__ int covered;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * tile_n, n1 = n0 + tile_n < a.N ? n0 + tile_n : a.N;
-  for (int64_t row = z; row < a.R; row += a.zero_blocks) {
-    if (threadIdx.x == 0) covered = 0;
-    __syncthreads();
-    for (int64_t s = threadIdx.x; s < a.S; s += blockDim.x) {
-      const int32_t e = a.map[s * 3], r0 = a.map[s * 3 + 1], cnt = a.map[s * 3 + 2];
-      if (e >= 0 && e < a.E && row >= r0 && row < r0 + cnt) covered = 1;  // benign race: all write 1
-    }
-    __syncthreads();
-    if (!covered)
-      for (int64_t n = n0 + threadIdx.x; n < n1; n += blockDim.x) a.out[row * a.N + n] = 0;
-    __syncthreads();  // `covered` is reset for the next row only after every thread has read it
-  }
-}
-
 // CUDA-core kernel: the bit-exact twin of kernels/cpu/moe_gemm.cpp (same decode, same per-lane chunk
 // order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
 template <int FMT, int MR, int DEC, int NC = GsTile<MR>::NC, int MINB = 1>
 __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a) {
-  if (blockIdx.y >= a.S) return gs_zero_uncovered_tile(a, blockIdx.y - a.S, kColGroups * NC);
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // surplus slot stamped -1 (aiter: ExptData == -1)
@@ -534,7 +507,6 @@ __device__ __forceinline__ float gs_e8m0_shift(uint32_t w, int u) {
 template <int FMT, int MT>
 __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeArgs a) {
   constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
-  if (blockIdx.y >= a.S) return gs_zero_uncovered_tile(a, blockIdx.y - a.S, kMmaTileN);
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;
@@ -730,7 +702,6 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
                 "ring tiling");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
-  if (blockIdx.y >= a.S) return gs_zero_uncovered_tile(a, blockIdx.y - a.S, TN);
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
@@ -987,8 +958,7 @@ inline bool gs_moe_gemm_uses_mma(const GsMoeArgs& a, int block_m) {
 
 template <int FMT, int MR>
 inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
-  dim3 grid(static_cast<unsigned>((a.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN),
-            static_cast<unsigned>(a.S + a.zero_blocks));
+  dim3 grid(static_cast<unsigned>((a.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN), static_cast<unsigned>(a.S));
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
@@ -1000,21 +970,17 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 }
 
 // `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
-// Zero-fill: gs_moe_prepare_rows does it where it runs anyway (the ring's fp8 path); everywhere else the
-// GEMM launch carries zero-fill blocks (gs_zero_uncovered_tile), so the op is one launch.
-hipError_t gs_moe_gemm_launch(const GsMoeArgs& args, int block_m, int zero_unwritten, hipStream_t stream) {
-  GsMoeArgs a = args;
+hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
   const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
   if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
-  if (a.R > 0 && x16) {
+  if (a.R > 0 && ((zero_unwritten && a.N > 0) || x16)) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
-    hipLaunchKernelGGL(gs_moe_prepare_rows, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, a,
+    GsMoeArgs pa = a;
+    if (!x16) pa.xh = nullptr;
+    hipLaunchKernelGGL(gs_moe_prepare_rows, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, pa,
                        zero_unwritten && a.N > 0 ? 1 : 0);
   }
-  // Up to 256 rows of zero-fill blocks (each strides over the rows), within grid.y's limit of 65535.
-  a.zero_blocks = zero_unwritten && !x16 && a.N > 0 && a.S < 65535 - 256 ? (a.R < 256 ? a.R : 256) : 0;
-  if (zero_unwritten && !x16 && a.N > 0 && a.R > 0 && a.zero_blocks == 0) return hipErrorInvalidValue;
-  if (a.N == 0 || a.S + a.zero_blocks == 0) return hipGetLastError();
+  if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
@@ -1029,8 +995,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& args, int block_m, int zero_unwri
   {                                                                                                         \
     constexpr int smem = gs_ring_smem_bytes<F, NT, kRingStages>();                                          \
     static_assert(smem <= 48 * 1024, "ring stays within the default shared-memory limit");                  \
-    dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)),                \
-              static_cast<unsigned>(a.S + a.zero_blocks));                                                  \
+    dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
     hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
   }
       if (a.fmt == GS_MOE_BF16) GS_LAUNCH_RING(GS_MOE_BF16, 2, 1)
@@ -1039,7 +1004,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& args, int block_m, int zero_unwri
 #undef GS_LAUNCH_RING
       return hipGetLastError();
     }
-    dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S + a.zero_blocks));
+    dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S));
 #define GS_LAUNCH_MMA(F) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, 4>), grid, dim3(kMmaWarps * 32), 0, stream, a);
     if (a.fmt == GS_MOE_BF16) {
       GS_LAUNCH_MMA(GS_MOE_BF16)
