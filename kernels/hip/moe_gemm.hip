@@ -989,7 +989,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // 0.87-0.88 (uncapped: 132 registers, 3 blocks, 0.69; 2 tiles 0.76, with 3 stages 0.83; 4 tiles and 3
     // stages 0.68; 8 warps per block 0.69-0.87). The cap spills 4 bytes for MXFP8. bf16 takes 2 tiles so
     // that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an opt-in
-    // attribute (0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
+    // attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py runs 2 and 4).
     if (block_m <= 16) {
 #define GS_LAUNCH_RING(F, NT, MINB)                                                                         \
   {                                                                                                         \
