@@ -211,8 +211,9 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
 def test_gpu_tensor_core_path_propagates_nan_weights(poison):
     """An e4m3fn NaN byte (the allocator's 0x7F / 0xFF poison patterns) in one weight column must make
     that column NaN, as the CPU twin's decode does, and leave the other columns finite. This is what bites
-    if gs_e4m3x4_to_bf16x2's NaN fix-up goes: without it 0x7F decodes to 480.0, a finite, wrong weight.
-    (bench/moe_gemm_variants.cu checks the fix-up for every byte in every position of a word.)"""
+    if the ring's e4m3 -> f16 conversion loses NaN (the portable form patches it; a plain shift decodes
+    0x7F to 480.0, a finite, wrong weight). bench/moe_gemm_variants.cu checks every byte in every position
+    of a word through each decode."""
     x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
     q.data[1, 5, 17] = torch.tensor(poison, dtype=torch.uint8).view(torch.float8_e4m3fn)
     qd = _to(q, "cuda")

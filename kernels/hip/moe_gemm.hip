@@ -795,14 +795,14 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       const float bscale = FMT == GS_MOE_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
       float part[FMT == GS_MOE_BLOCK_FP8 ? NT : 1][4] = {};
       // MXFP8: the stage's E8M0 bytes (one per chunk) of the two accumulator columns 2t, 2t + 1 of each n8
-      // tile; `odd` flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
+      // tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
       uint2 sw[FMT == GS_MOE_MXFP8 ? NT : 1];
-      bool odd = false;
+      bool exact_scale = false;
       if (FMT == GS_MOE_MXFP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           sw[nt] = *reinterpret_cast<const uint2*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * 4);
-          odd |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
+          exact_scale |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
         }
       }
       // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
@@ -845,7 +845,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           }
         }
       };
-      if (FMT == GS_MOE_MXFP8 && __any_sync(0xFFFFFFFFu, odd))
+      if (FMT == GS_MOE_MXFP8 && __any_sync(0xFFFFFFFFu, exact_scale))
         chunks(std::true_type{});
       else
         chunks(std::false_type{});
