@@ -258,6 +258,35 @@ struct GsTile {
   static constexpr int kTileN = kColGroups * NC;
 };
 
+#if defined(GS_BACKEND_CUDA)
+// The two e4m3fn bytes in the low 16 bits of `pair` -> f16x2, exactly: f16 holds every e4m3fn value and
+// NaN stays NaN (also the 0x7F/0xFF poison). Portable form: E and M shift into f16's fields (value * 2^-8;
+// subnormals land on f16 subnormals), one f16 multiply by 2^8 (a power of two: exact), NaN bytes patched.
+__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2_portable(uint32_t pair) {
+  const uint32_t t = __byte_perm(pair, 0, 0x1404);  // byte 0 -> bits 8..15, byte 1 -> bits 24..31
+  uint32_t bits = ((t >> 1) & 0x3F803F80u) | (t & 0x80008000u);
+  __half2 v, m;
+  const uint32_t k256 = 0x5C005C00u;  // f16 2^8 in both halves
+  memcpy(&v, &bits, 4);
+  memcpy(&m, &k256, 4);
+  v = __hmul2(v, m);
+  memcpy(&bits, &v, 4);
+  if ((pair & 0x7Fu) == 0x7Fu) bits = (bits & 0xFFFF0000u) | 0x7E00u;
+  if ((pair & 0x7F00u) == 0x7F00u) bits = (bits & 0x0000FFFFu) | 0x7E000000u;
+  return bits;
+}
+// The same on sm_89+ with the hardware conversion (cvt.rn.f16x2.e4m3x2): one instruction per 2 weights,
+// where the portable form takes ~6. bench/moe_gemm_variants.cu checks both on all 256 bytes.
+__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2(uint32_t pair) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), __NV_E4M3);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+#else
+  return gs_e4m3x2_to_f16x2_portable(pair);
+#endif
+}
+#endif
+
 // Weight decode on the device, DEC selecting how e4m3fn turns into f32: 0 portable bit arithmetic
 // (gs_decode_chunk_t, ~8 integer/float instructions per weight), 1 the sm_89+ hardware conversion
 // e4m3x2 -> f16x2 then f16 -> f32. f16 holds every e4m3fn value exactly (NaN stays NaN) and f16 -> f32 is
@@ -269,13 +298,9 @@ __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float
   if (DEC == 1 && (FMT == GS_MOE_MXFP8 || FMT == GS_MOE_BLOCK_FP8)) {
 #pragma unroll
     for (int i = 0; i < kChunk / 2; ++i) {
-      const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-          static_cast<__nv_fp8x2_storage_t>(words[i >> 1] >> (16 * (i & 1))), __NV_E4M3);
-      __half_raw lo, hi;
-      lo.x = h.x;
-      hi.x = h.y;
-      w[2 * i] = __half2float(__half(lo));
-      w[2 * i + 1] = __half2float(__half(hi));
+      const uint32_t h = gs_e4m3x2_to_f16x2(words[i >> 1] >> (16 * (i & 1)));
+      w[2 * i] = __half2float(__ushort_as_half(static_cast<unsigned short>(h & 0xFFFFu)));
+      w[2 * i + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(h >> 16)));
     }
     return;
   }
@@ -461,33 +486,6 @@ __device__ __forceinline__ void gs_mma_f16(float* c, const uint32_t* a, uint32_t
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #else
   __trap();
-#endif
-}
-
-// The two e4m3fn bytes in the low 16 bits of `pair` -> f16x2, exactly: f16 holds every e4m3fn value and
-// NaN stays NaN (also the 0x7F/0xFF poison). Portable form: E and M shift into f16's fields (value * 2^-8;
-// subnormals land on f16 subnormals), one f16 multiply by 2^8 (a power of two: exact), NaN bytes patched.
-__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2_portable(uint32_t pair) {
-  const uint32_t t = __byte_perm(pair, 0, 0x1404);  // byte 0 -> bits 8..15, byte 1 -> bits 24..31
-  uint32_t bits = ((t >> 1) & 0x3F803F80u) | (t & 0x80008000u);
-  __half2 v, m;
-  const uint32_t k256 = 0x5C005C00u;  // f16 2^8 in both halves
-  memcpy(&v, &bits, 4);
-  memcpy(&m, &k256, 4);
-  v = __hmul2(v, m);
-  memcpy(&bits, &v, 4);
-  if ((pair & 0x7Fu) == 0x7Fu) bits = (bits & 0xFFFF0000u) | 0x7E00u;
-  if ((pair & 0x7F00u) == 0x7F00u) bits = (bits & 0x0000FFFFu) | 0x7E000000u;
-  return bits;
-}
-// The same on sm_89+ with the hardware conversion (cvt.rn.f16x2.e4m3x2): one instruction per 2 weights,
-// where the portable form takes ~6. bench/moe_gemm_variants.cu checks both on all 256 bytes.
-__device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2(uint32_t pair) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu), __NV_E4M3);
-  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
-#else
-  return gs_e4m3x2_to_f16x2_portable(pair);
 #endif
 }
 
