@@ -9,7 +9,8 @@ Extend this surface; never break it (README, "The public contract").
 
 from harness.case import REGISTRY, Case, register
 from harness.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
-from harness.protocol import Result, Row, check
+from harness.protocol import check
+from harness.records import Result, Row
 from harness.verdicts import VERDICTS
 
 __all__ = [

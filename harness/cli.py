@@ -22,7 +22,8 @@ from harness.case import REGISTRY, Case, CaseFileError, load_builtin_suite, load
 from harness.errors import CaseError
 from harness.html_report import write_html
 from harness.progress import Progress
-from harness.protocol import DEFAULT_REPLAYS, Result
+from harness.protocol import DEFAULT_REPLAYS
+from harness.records import Result
 from harness.report import ResultsWriter, default_run_dir, write_junit
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
 from harness.summary import read_results, render_summary

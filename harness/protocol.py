@@ -12,7 +12,6 @@ import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,6 +23,7 @@ from harness.case import Case
 from harness.compare import Comparison, compare, default_threshold, poison_values
 from harness.errors import REFUSAL_ERRORS, CaptureError, CaptureSyncError, CaseError, FallbackEager
 from harness.poison import PATTERNS, poison_outputs
+from harness.records import Result, Row
 
 DEFAULT_REPLAYS = 3
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
@@ -32,47 +32,6 @@ DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
 )
 # Recaptures may keep a little allocator state (segment rounding); more than this per check is a leak.
 REBUILD_GROWTH_BOUND_BYTES = 64 << 20
-
-
-@dataclass
-class Row:
-    """One line of results.csv: one replay of one pattern (replay -1: a case-level event)."""
-
-    case: str
-    family: str
-    backend: str
-    device: str
-    pattern: str
-    replay: int
-    seed_a: int
-    seed: int
-    eager_error: float | None
-    graph_error: float | None
-    graph_vs_eager: float | None
-    threshold: float | None
-    bit_exact: bool
-    nonfinite: int
-    poisoned: int
-    row_verdict: str
-    detail: str = ""
-    capture_ms: float | None = None
-    replay_ms: float | None = None
-    eager_ms: float | None = None
-    phase: str = "replay"
-
-
-@dataclass
-class Result:
-    case: str
-    expected: str
-    verdict: str
-    backend: str
-    rows: list[Row] = field(default_factory=list)
-    detail: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.verdict == self.expected
 
 
 def seeds(base_seed: int, replays: int) -> tuple[int, list[int]]:

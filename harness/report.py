@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
 
-from harness.protocol import Result, Row
+from harness.records import Result, Row
 
 # Public contract: at least case, backend, replay, eager_error, graph_error, threshold, verdict, expected,
 # seed. New columns go at the end.

@@ -22,7 +22,8 @@ from pathlib import Path
 from harness import verdicts as V
 from harness.case import Case
 from harness.errors import CaseError
-from harness.protocol import Result, Row, check
+from harness.protocol import check
+from harness.records import Result, Row
 from harness.report import case_level_result
 
 DEFAULT_DEADLINE_S = 300.0

@@ -1,0 +1,50 @@
+"""The result records: one `Row` per replay of one poison pattern, one `Result` per case.
+
+They live apart from the protocol engine so that reports, the runner and users' tools can read and write
+results without importing the engine that produces them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Row:
+    """One line of results.csv: one replay of one pattern (replay -1: a case-level event)."""
+
+    case: str
+    family: str
+    backend: str
+    device: str
+    pattern: str
+    replay: int
+    seed_a: int
+    seed: int
+    eager_error: float | None
+    graph_error: float | None
+    graph_vs_eager: float | None
+    threshold: float | None
+    bit_exact: bool
+    nonfinite: int
+    poisoned: int
+    row_verdict: str
+    detail: str = ""
+    capture_ms: float | None = None
+    replay_ms: float | None = None
+    eager_ms: float | None = None
+    phase: str = "replay"
+
+
+@dataclass
+class Result:
+    case: str
+    expected: str
+    verdict: str
+    backend: str
+    rows: list[Row] = field(default_factory=list)
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == self.expected
