@@ -3,10 +3,12 @@
     from harness import Case, register, check
     register(Case(name=..., make_inputs=..., op=..., reference=None, tolerance=None, expect="pass"))
     result = check(case, backend="auto")   # result.verdict, result.rows
+    is_capturing()                         # inside an op: is a graph (or the cpu recorder) capturing now?
 
 Extend this surface; never break it (README, "The public contract").
 """
 
+from harness.backends import is_capturing
 from harness.case import REGISTRY, Case, register
 from harness.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
 from harness.protocol import check
@@ -24,5 +26,6 @@ __all__ = [
     "Result",
     "Row",
     "check",
+    "is_capturing",
     "register",
 ]

@@ -1,7 +1,8 @@
-"""Tests for kernels/build.py: the g++ path builds and runs, the cache hits, nvcc compiles HIP sources through
-hip_compat.h for sm_90, and a missing compiler is a named CompilerNotFound.
+"""Tests for harness/native/build.py: the g++ path builds and runs, the cache hits and misses on sources and
+headers, the cache lives in the user cache directory, nvcc compiles the harness's native sources and a kernel
+library's HIP source for sm_90, and a missing compiler is a named CompilerNotFound.
 
-Each test builds into a private cache (monkeypatched BUILD_DIR) so runs do not see each other's outputs.
+Each test builds into a private cache (GRAPHSAFE_CACHE_DIR) so runs do not see each other's outputs.
 """
 
 from __future__ import annotations
@@ -9,18 +10,24 @@ from __future__ import annotations
 import ctypes
 import pathlib
 import shutil
+import sysconfig
 import time
 
+import pybind11
 import pytest
 
-from kernels import build
+from harness import native
+from harness.native import build
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+# The kernel libraries' HIP-on-CUDA header (wherever the kernels keep it): the full mapping kernels rely on.
+KERNEL_HEADER_DIRS = sorted({p.parent for p in (REPO / "kernels").rglob("hip_compat.h")})
 
 TINY_CPP = r"""
 #include <pybind11/pybind11.h>
-#include "hip_compat.h"
-// bf16 helpers from the shared header, so the host path of hip_compat.h is exercised too.
+#include "tiny_helpers.h"
 static int add(int a, int b) { return a + b; }
-static unsigned bf16_bits(float f) { return gs_float_to_bf16(f); }
+static unsigned bf16_bits(float f) { return tiny_float_to_bf16(f); }
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.def("add", &add);
   m.def("bf16_bits", &bf16_bits);
@@ -67,8 +74,22 @@ extern "C" int smoke(float* x, int n, void* stream, uint32_t* flag) {
 
 @pytest.fixture
 def private_cache(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
-    monkeypatch.setattr(build, "BUILD_DIR", tmp_path / "_build")
+    monkeypatch.setenv("GRAPHSAFE_CACHE_DIR", str(tmp_path / "_build"))
     return tmp_path
+
+
+def test_cache_dir_follows_the_environment(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Method: GRAPHSAFE_CACHE_DIR wins, then XDG_CACHE_HOME/graphsafe/build, then ~/.cache/graphsafe/build.
+    Failure scenario: a cache inside the package directory (read-only when installed in site-packages)."""
+    monkeypatch.setenv("GRAPHSAFE_CACHE_DIR", str(tmp_path / "explicit"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert build.cache_dir() == tmp_path / "explicit"
+    monkeypatch.delenv("GRAPHSAFE_CACHE_DIR")
+    assert build.cache_dir() == tmp_path / "xdg" / "graphsafe" / "build"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert build.cache_dir() == tmp_path / "home" / ".cache" / "graphsafe" / "build"
+    assert native.NATIVE_DIR not in build.cache_dir().parents
 
 
 def test_detect_backend_and_host_arch() -> None:
@@ -79,21 +100,44 @@ def test_detect_backend_and_host_arch() -> None:
         build.device_arch("metal")
 
 
+# Found through include_dirs: the header's content must be part of the cache key.
+TINY_HEADER = r"""
+#pragma once
+#include <stdint.h>
+#include <string.h>
+static inline uint16_t tiny_float_to_bf16(float f) {  // round half to even on the 16 dropped bits
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+"""
+
+
+def _tiny_sources(root: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    include = root / "include"
+    include.mkdir(exist_ok=True)
+    (include / "tiny_helpers.h").write_text(TINY_HEADER)
+    source = root / "src" / "tiny.cpp"
+    source.parent.mkdir(exist_ok=True)
+    source.write_text(TINY_CPP)
+    return source, include
+
+
 def test_gxx_builds_runs_and_hits_cache(private_cache: pathlib.Path) -> None:
     """Method: build a tiny pybind11 module with g++, call it, build again.
     Failure scenario: a cache that misses rebuilds every time (seconds per test worker); expected: second
     call returns the same module in well under the cold build time and creates no second directory."""
-    source = private_cache / "tiny.cpp"
-    source.write_text(TINY_CPP)
+    source, include = _tiny_sources(private_cache)
     start = time.perf_counter()
-    module = build.build_extension("gs_tiny", [source], backend="cpu")
+    module = build.build_extension("gs_tiny", [source], [include], backend="cpu")
     cold = time.perf_counter() - start
     assert module.add(2, 3) == 5
     assert module.bf16_bits(1.0) == 0x3F80  # 1.0 in bf16
     assert module.bf16_bits(1.00390625) == 0x3F80  # exactly half an ulp above 1.0: ties to even
     assert module.bf16_bits(1.01171875) == 0x3F82  # half an ulp above 0x3F81: ties to even, upward
     start = time.perf_counter()
-    again = build.build_extension("gs_tiny", [source], backend="cpu")
+    again = build.build_extension("gs_tiny", [source], [include], backend="cpu")
     warm = time.perf_counter() - start
     assert again is module
     assert warm < cold / 10, (cold, warm)
@@ -114,6 +158,34 @@ def test_source_change_misses_cache(private_cache: pathlib.Path) -> None:
     assert ctypes.CDLL(str(second)).combine(5, 3) == 2
 
 
+def test_header_change_in_include_dir_misses_cache(private_cache: pathlib.Path) -> None:
+    """Method: build against a header in include_dirs, change only the header, build again.
+    Failure scenario: a key that hashes the sources but not the headers they include keeps serving the old
+    library after a header fix (negative control: the unchanged header hits the cache)."""
+    include = private_cache / "inc"
+    include.mkdir()
+    (include / "value.h").write_text("#define TINY_VALUE 7\n")
+    source = private_cache / "value.cpp"
+    source.write_text('#include "value.h"\nextern "C" int value(void) { return TINY_VALUE; }\n')
+    first = build.build_shared_library("gs_value", [source], [include], backend="cpu")
+    assert build.build_shared_library("gs_value", [source], [include], backend="cpu") == first
+    (include / "value.h").write_text("#define TINY_VALUE 9\n")
+    second = build.build_shared_library("gs_value", [source], [include], backend="cpu")
+    assert second != first
+    assert ctypes.CDLL(str(first)).value() == 7
+    assert ctypes.CDLL(str(second)).value() == 9
+
+
+def test_bad_include_dirs_are_refused(private_cache: pathlib.Path) -> None:
+    """Method: a missing include directory and a single path passed where a list belongs are named errors."""
+    source = private_cache / "one.cpp"
+    source.write_text('extern "C" int one(void) { return 1; }')
+    with pytest.raises(FileNotFoundError, match="include_dirs not found"):
+        build.build_shared_library("gs_one", [source], [private_cache / "absent"], backend="cpu")
+    with pytest.raises(TypeError, match="include_dirs must be a list"):
+        build.build_shared_library("gs_one", [source], str(private_cache), backend="cpu")  # type: ignore[arg-type]
+
+
 def test_compile_error_is_reported(private_cache: pathlib.Path) -> None:
     """Method: a syntax error surfaces as BuildError with the compiler output, and leaves no cache entry."""
     source = private_cache / "broken.cpp"
@@ -124,27 +196,47 @@ def test_compile_error_is_reported(private_cache: pathlib.Path) -> None:
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_nvcc_compiles_harness_native_sources_for_sm90(private_cache: pathlib.Path) -> None:
+    """Method: compile-and-link (no import, no device needed) the poisoning allocator and the graph-node module
+    for sm_90 through the harness's own gpu_runtime.h, with no include directory of the kernels."""
+    allocator = build.build_shared_library(
+        "graphsafe_poison_alloc", [native.POISON_ALLOCATOR_SOURCE], backend="cuda", arch="sm_90"
+    )
+    assert allocator.is_file()
+    pybind_includes = [pybind11.get_include(), sysconfig.get_paths()["include"]]
+    nodes = build.build_shared_library(
+        "graphsafe_graph_nodes", [native.GRAPH_NODES_SOURCE], pybind_includes, backend="cuda", arch="sm_90"
+    )
+    assert nodes.is_file()
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+@pytest.mark.skipif(not KERNEL_HEADER_DIRS, reason="no kernels/**/hip_compat.h in this tree")
 def test_nvcc_compiles_hip_source_for_sm90(private_cache: pathlib.Path) -> None:
-    """Method: compile-and-link (no import, no device needed) a .hip using the nvcc mapping for sm_90."""
+    """Method: compile-and-link (no import, no device needed) a .hip using the kernels' nvcc mapping for sm_90."""
     source = private_cache / "smoke.hip"
     source.write_text(TINY_HIP)
-    library = build.build_shared_library("gs_smoke", [source], backend="cuda", arch="sm_90")
+    library = build.build_shared_library(
+        "gs_smoke", [source], KERNEL_HEADER_DIRS, backend="cuda", arch="sm_90"
+    )
     assert library.is_file() and library.name == "libgs_smoke.so"
 
 
 @pytest.mark.skipif(shutil.which("hipcc") is None, reason="hipcc not installed")
+@pytest.mark.skipif(not KERNEL_HEADER_DIRS, reason="no kernels/**/hip_compat.h in this tree")
 def test_hipcc_compiles_hip_source_for_gfx90a(private_cache: pathlib.Path) -> None:
     """Method: the same source through hipcc (HIP_PLATFORM=amd is set by build.py) for gfx90a."""
     source = private_cache / "smoke.hip"
     source.write_text(TINY_HIP)
-    library = build.build_shared_library("gs_smoke", [source], backend="hip", arch="gfx90a")
+    library = build.build_shared_library(
+        "gs_smoke", [source], KERNEL_HEADER_DIRS, backend="hip", arch="gfx90a"
+    )
     assert library.is_file()
 
 
 def test_missing_compiler_names_it(private_cache: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Method: point each backend at a compiler that does not exist; the error names it and the remedy."""
-    source = private_cache / "tiny.cpp"
-    source.write_text(TINY_CPP)
+    source, _ = _tiny_sources(private_cache)
     monkeypatch.setenv("CXX", "/nonexistent/g++")
     with pytest.raises(build.CompilerNotFound, match=r"g\+\+ not found.*apt-get install g\+\+"):
         build.build_extension("gs_tiny", [source], backend="cpu")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+import harness
 from harness import Case, CaseError, register
+from harness.backends import get_backend
 from harness.case import Registry
 
 
@@ -56,3 +58,33 @@ def test_register_returns_the_case_and_defaults() -> None:
     case = register(Case(name="contract_defaults_case", make_inputs=_inputs, op=lambda x: x))
     assert case.expect == "pass" and case.reference is None and case.tolerance is None
     assert case.family == "test_case_contract"
+
+
+_CAPTURE_SEEN: list[bool] = []
+
+
+@torch.library.custom_op("graphsafe_contract_test::capture_probe", mutates_args=())
+def _capture_probe(x: torch.Tensor) -> torch.Tensor:
+    _CAPTURE_SEEN.append(harness.is_capturing())
+    return x * 2
+
+
+@_capture_probe.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x)
+
+
+def test_is_capturing_is_true_only_while_the_cpu_recorder_records() -> None:
+    """Method: a custom op records harness.is_capturing() from inside its body; capture it on the cpu backend
+    (one eager warm-up, then the recorded call) and replay it.
+    Failure scenario: a check that looks only at the dispatch-mode stack is False inside a custom op's body
+    (the dispatcher pops the mode while the op runs), so a kernel would share eager state with its graph;
+    the negative direction: replay and plain eager calls must not count as capture."""
+    _CAPTURE_SEEN.clear()
+    assert harness.is_capturing() is False
+    graph = get_backend("cpu").capture(lambda: _capture_probe(torch.ones(3)), warmup=1)
+    assert _CAPTURE_SEEN == [False, True]  # warm-up eager, then the recorded call
+    assert harness.is_capturing() is False
+    graph.replay()
+    _capture_probe(torch.ones(3))
+    assert _CAPTURE_SEEN == [False, True, False, False]

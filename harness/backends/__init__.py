@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from harness.backends.base import CapturedGraph, GraphBackend
+from harness.errors import BackendUnavailable
 
 BACKEND_NAMES = ("auto", "cpu", "gpu")
 _INSTANCES: dict[str, GraphBackend] = {}
@@ -15,7 +16,27 @@ def resolve_backend_name(name: str) -> str:
         raise ValueError(f"backend {name!r} is not one of {', '.join(BACKEND_NAMES)}")
     if name == "auto":
         return "gpu" if torch.cuda.is_available() else "cpu"
+    if name == "gpu" and not torch.cuda.is_available():
+        # A run-level error, before any case runs: otherwise every case would get the same failure as its verdict.
+        raise BackendUnavailable(
+            "backend 'gpu' needs a CUDA or ROCm device; torch.cuda.is_available() is False (use --backend cpu)"
+        )
     return name
+
+
+def is_capturing() -> bool:
+    """True while work issued now would be recorded into a graph instead of running: the current CUDA/HIP
+    stream is capturing, or the cpu backend is recording an op on this thread.
+
+    An op that keeps state outside its tensors (a handshake slot, a parameter cell) asks this to give each
+    captured graph its own state; it is cheap enough to call on every invocation.
+    """
+    from harness.backends.cpu import is_recording
+
+    if is_recording():
+        return True
+    # is_current_stream_capturing needs a CUDA/HIP build of torch with a device; the CPU build has no stream.
+    return torch.cuda.is_available() and bool(torch.cuda.is_current_stream_capturing())
 
 
 def get_backend(name: str = "auto") -> GraphBackend:
@@ -27,14 +48,17 @@ def get_backend(name: str = "auto") -> GraphBackend:
 
             _INSTANCES[resolved] = CpuBackend()
         else:
-            if not torch.cuda.is_available():
-                raise RuntimeError(
-                    "backend 'gpu' needs a CUDA or ROCm device; torch.cuda.is_available() is False"
-                )
             from harness.backends.gpu import GpuBackend  # type: ignore[import-not-found,unused-ignore]
 
             _INSTANCES[resolved] = GpuBackend()
     return _INSTANCES[resolved]
 
 
-__all__ = ["BACKEND_NAMES", "CapturedGraph", "GraphBackend", "get_backend", "resolve_backend_name"]
+__all__ = [
+    "BACKEND_NAMES",
+    "CapturedGraph",
+    "GraphBackend",
+    "get_backend",
+    "is_capturing",
+    "resolve_backend_name",
+]

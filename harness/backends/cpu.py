@@ -15,6 +15,7 @@ other threads.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -87,10 +88,33 @@ def _fresh_output_positions(func: Any) -> set[int] | None:
     return fresh
 
 
+_RECORDING = threading.local()  # .depth: recorders entered on this thread (dispatch modes are per thread)
+
+
+def is_recording() -> bool:
+    """True on this thread while CpuBackend.capture records an op, including inside custom ops' bodies
+    (the dispatcher pops the mode while an op it intercepted runs, so the mode stack alone cannot say)."""
+    return getattr(_RECORDING, "depth", 0) > 0
+
+
 class _Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
         self.nodes: list[_Node] = []
+
+    def __enter__(self) -> _Recorder:
+        _RECORDING.depth = getattr(_RECORDING, "depth", 0) + 1
+        try:
+            return super().__enter__()
+        except BaseException:
+            _RECORDING.depth -= 1
+            raise
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            super().__exit__(*exc)
+        finally:
+            _RECORDING.depth -= 1
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}

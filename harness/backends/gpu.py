@@ -2,7 +2,7 @@
 
 Role: warm up on a side stream, capture into a private memory pool per graph, replay; turn capture failures
 into CaptureSyncError / CaptureError with the runtime's message; poison fresh allocations with the
-NaN-poisoning allocator (kernels/hip/poison_alloc.hip) wrapped in torch.cuda.MemPool.
+NaN-poisoning allocator (harness/native/poison_alloc.hip) wrapped in torch.cuda.MemPool.
 
 NOTE on pools: every graph gets its own MemPool built on the poisoning allocator, passed as `pool=` to the
 capture. Sharing one pool between graphs is only safe when they replay in capture order (PITFALLS.md); the
@@ -48,7 +48,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
-import pathlib
 import re
 import sys
 import threading
@@ -59,9 +58,9 @@ import torch
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager
+from harness.native import POISON_ALLOCATOR_SOURCE, graph_node_kinds
+from harness.native.build import build_shared_library
 from harness.poison import deterministic_fill
-
-_HIP_DIR = pathlib.Path(__file__).resolve().parents[2] / "kernels" / "hip"
 
 # Runtime and torch messages that mean "a host sync or data-dependent shape under capture". Sources:
 # cudaGetErrorString for cudaErrorStreamCaptureUnsupported / ...Invalidated / ...Implicit (CUDA 13
@@ -73,6 +72,9 @@ _SYNC_PATTERNS = re.compile(
     r"|operation not permitted when stream is capturing"
     r"|operation failed due to a previous error during capture"
     r"|would make the legacy stream depend on a capturing blocking stream"
+    # torch's copy_ refuses a device<->pageable-host copy under capture (aten/src/ATen/native/cuda/Copy.cu):
+    # the op needs a device value on the host (torch.bincount's length, torch._grouped_mm's fp32 offsets).
+    r"|Cannot copy between CPU and CUDA tensors during CUDA graph capture"
     r"|data-dependent|dynamic shape",
     re.IGNORECASE,
 )
@@ -245,13 +247,9 @@ def _load_poison_allocator() -> dict[str, Any]:
         if _ALLOCATOR:
             return _ALLOCATOR
         try:
-            import ctypes
-
-            from kernels.build import build_shared_library
-
             if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
                 raise RuntimeError(f"torch {torch.__version__} has no torch.cuda.MemPool/use_mem_pool")
-            path = build_shared_library("graphsafe_poison_alloc", [_HIP_DIR / "poison_alloc.hip"])
+            path = build_shared_library("graphsafe_poison_alloc", [POISON_ALLOCATOR_SOURCE])
             allocator = torch.cuda.memory.CUDAPluggableAllocator(
                 str(path), "graphsafe_poison_malloc", "graphsafe_poison_free"
             )
@@ -321,8 +319,6 @@ class GpuCapturedGraph(CapturedGraph):
         """Read from the kept cudaGraph_t: CUDAGraph(keep_graph=True) keeps graph_ after capture_end and
         raw_cuda_graph() returns it until reset() (CUDAGraph.cpp capture_end / raw_cuda_graph / reset)."""
         if self._kinds is None and self._inspectable and self._graph is not None:
-            from kernels.platform_ops import graph_node_kinds
-
             self._kinds = graph_node_kinds(self._graph.raw_cuda_graph())
         return self._kinds
 

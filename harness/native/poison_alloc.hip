@@ -1,8 +1,9 @@
 // poison_alloc.hip -- the NaN-poisoning allocator behind the gpu backend's torch.cuda.MemPool.
 //
-// Role: a plain shared library (no torch headers, built by kernels/build.py build_shared_library) whose
-// malloc fills every fresh block with the current byte pattern, loaded with
-// torch.cuda.memory.CUDAPluggableAllocator and wrapped in a MemPool (ARCHITECTURE.md, "Poisoning").
+// Role: a plain shared library (no torch headers, built by harness/native/build.py build_shared_library)
+// whose malloc fills every fresh block with the current byte pattern. The gpu backend loads it with
+// torch.cuda.memory.CUDAPluggableAllocator and wraps it in a MemPool, so memory an op reads before anything
+// wrote it holds NaN (0xFF) or a huge finite value (0x7F) instead of whatever the last user left there.
 // Signatures follow torch's pluggable-allocator contract (torch/cuda/memory.py; pytorch test_cuda.py
 // dummy_alloc/dummy_free): alloc(ssize_t size, int device, stream), free(ptr, size_t size, int device, stream).
 //
@@ -10,7 +11,7 @@
 // (CUDACachingAllocator cudaMallocMaybeCapturing switches to relaxed capture mode first). The memset below is
 // then recorded as a memset node, so a graph segment is re-poisoned at the start of every replay; outside
 // capture it runs once, in stream order before any use of the block.
-#include "hip_compat.h"
+#include "gpu_runtime.h"
 
 #include <sys/types.h>
 
