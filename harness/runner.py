@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,10 @@ from harness.records import Result, Row
 from harness.report import case_level_result
 
 DEFAULT_DEADLINE_S = 300.0
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The folder the harness package is imported from: on the workers' PYTHONPATH, so they import this same
+# harness (and a checkout's suites next to it), whatever the caller's working directory.
+_IMPORT_ROOT = Path(__file__).resolve().parent.parent
+_WORKER_MODULE = f"{__package__}.worker"  # `harness.worker` in a checkout, `graphsafe.worker` installed
 
 
 @dataclass
@@ -67,19 +70,25 @@ def run_in_process(cases: list[Case], options: RunOptions, on_result: Callable[[
 
 def run_isolated(
     cases: list[Case],
-    sources: list[str],
+    sources: Sequence[str],
     options: RunOptions,
     jobs: int,
     devices: int,
     on_result: Callable[[Result], None],
+    suites: Sequence[str] = (),
 ) -> None:
-    """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers)."""
+    """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
+
+    Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
+    runs anything: together they must register every case in `cases`.
+    """
     pending = list(cases)
+    load = {"case_sources": list(sources), "suites": list(suites)}
     selector = selectors.DefaultSelector()
     workers: dict[int, _Worker] = {}
 
     def start(index: int) -> None:
-        workers[index] = _spawn(index, sources, devices, jobs, selector)
+        workers[index] = _spawn(index, load, devices, jobs, selector)
 
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
@@ -141,13 +150,13 @@ def run_isolated(
 
 
 def _spawn(
-    index: int, sources: list[str], devices: int, jobs: int, selector: selectors.BaseSelector
+    index: int, load: dict[str, list[str]], devices: int, jobs: int, selector: selectors.BaseSelector
 ) -> _Worker:
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     env["GRAPHSAFE_RESULT_FD"] = str(write_fd)
-    env["GRAPHSAFE_CASE_SOURCES"] = json.dumps(sources)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env["GRAPHSAFE_WORKER_LOAD"] = json.dumps(load)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_IMPORT_ROOT), env.get("PYTHONPATH", "")]))
     if devices > 0:
         # One worker per GPU: a box with N GPUs runs N cases at once.
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(index % devices)
@@ -157,7 +166,7 @@ def _spawn(
         # 25 cases took 60 s with two). Give each worker its share of the cores.
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness.worker"],
+        [sys.executable, "-m", _WORKER_MODULE],
         stdin=subprocess.PIPE,
         env=env,
         pass_fds=(write_fd,),
