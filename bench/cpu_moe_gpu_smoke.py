@@ -314,7 +314,7 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
             graph = torch.cuda.CUDAGraph(keep_graph=True)
             with torch.cuda.graph(graph):
                 out = call(ex, static)
-            kinds = dict(ex._hs.graph_node_kinds(graph.raw_cuda_graph()))
+            kinds = dict(ex.handshake_lib.graph_node_kinds(graph.raw_cuda_graph()))
             expected = _expected_kinds(mode, overlap)
             kinds_ok = all(kinds.get(k) == v for k, v in expected.items()) and kinds.get("kernel", 0) > 0
             ok = ok and kinds_ok

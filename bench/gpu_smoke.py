@@ -179,7 +179,7 @@ def main() -> int:
         return f"kernel graph node kinds {kinds}"
 
     def node_kinds_memop() -> str:
-        from kernels.platform_ops import memop_capture_probe
+        from kernels.platform.ops import memop_capture_probe
 
         probe = memop_capture_probe()
         assert "node_kinds_error" not in probe, probe

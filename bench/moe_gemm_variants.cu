@@ -45,9 +45,9 @@ __global__ void decode_all(float* portable, float* hw, float* tc, float* f16_hw,
     float* out_p = portable + (b * 4 + p) * 4;
     float* out_h = hw + (b * 4 + p) * 4;
     float* out_t = tc + (b * 4 + p) * 4;
-    gs_decode_chunk_dev<GS_MOE_MXFP8, 0>(words, w);
+    gs_decode_chunk_dev<GS_FMT_MXFP8, 0>(words, w);
     for (int i = 0; i < 4; ++i) out_p[i] = w[i];
-    gs_decode_chunk_dev<GS_MOE_MXFP8, 1>(words, w);
+    gs_decode_chunk_dev<GS_FMT_MXFP8, 1>(words, w);
     for (int i = 0; i < 4; ++i) out_h[i] = w[i];
     uint32_t lo, hi;
     gs_e4m3x4_to_bf16x2(word, lo, hi);
@@ -187,7 +187,7 @@ int main() {
     CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
     // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm_ops.py).
-    GsMoeArgs a{GS_MOE_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
+    GsMoeArgs a{GS_FMT_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
                 s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
     // The fp8 ring path's workspace (x as row-scaled f16): written once here; "prepare_rows" times it.
     uint16_t* dxh = nullptr;
@@ -214,12 +214,12 @@ int main() {
 #define CORE(MR, DEC)                                                                              \
   run("cuda_core_MR" #MR "_dec" #DEC, [&] {                                                        \
     dim3 grid((s.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN, a.S);                           \
-    gs_moe_gemm_kernel<GS_MOE_MXFP8, MR, DEC><<<grid, kThreads>>>(a);                              \
+    gs_moe_gemm_kernel<GS_FMT_MXFP8, MR, DEC><<<grid, kThreads>>>(a);                              \
   }, true)
 #define CORE_TILE(NC, MINB)                                                                        \
   run("cuda_core_MR1_dec1_NC" #NC "_minblocks" #MINB, [&] {                                        \
     dim3 grid((s.N + kColGroups * NC - 1) / (kColGroups * NC), a.S);                               \
-    gs_moe_gemm_kernel<GS_MOE_MXFP8, 1, 1, NC, MINB><<<grid, kThreads>>>(a);                       \
+    gs_moe_gemm_kernel<GS_FMT_MXFP8, 1, 1, NC, MINB><<<grid, kThreads>>>(a);                       \
   }, true)
     if (block_m == 1) {
       CORE(1, 1);
@@ -232,14 +232,14 @@ int main() {
     } else if (block_m <= 16) {
       CORE(16, 1);
       CORE(16, 0);
-      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_FMT_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
 #define RING(NT, ST, MINB, W)                                                                         \
   run("tensor_core_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_warps" #W, [&] {                        \
-    constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, NT, ST, W>();                               \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB, W>,               \
+    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, NT, ST, W>();                               \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, NT, ST, MINB, W>,               \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                     \
     dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                           \
-    gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
+    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
   }, false)
       RING(4, 2, 4, 4);  // the launcher's choice for mxfp8 / block_fp8: registers capped for 4 blocks per SM
       RING(4, 2, 1, 4);  // uncapped: 132 registers, 3 blocks per SM
@@ -253,9 +253,9 @@ int main() {
 #undef RING
       run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {  // what the op launches (zero-fill folded into prepare_rows)
         gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
-        constexpr int smem = gs_ring_smem_bytes<GS_MOE_MXFP8, 4, 2>();
+        constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
         dim3 grid((s.N + 127) / 128, a.S);
-        gs_moe_gemm_mma_ring_kernel<GS_MOE_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
+        gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
       }, false);
       {  // timed only: it writes no GEMM output to compare
         const float ms = time_ms([&] { gs_moe_prepare_rows<<<R, kThreads>>>(a, 1); });
@@ -263,8 +263,8 @@ int main() {
       }
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
-      run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
-      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_MOE_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_FMT_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_FMT_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
     }
 #undef CORE
 #undef CORE_TILE

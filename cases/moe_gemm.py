@@ -4,7 +4,7 @@ sync-free routing of kernels/routing.py, for every weight format of kernels/quan
 What is compared, and why:
   * The routing runs inside the captured op: A and B differ in expert ids / group sizes (and tokens), so a
     replay only passes if the block map is rebuilt on the device every time (no .item(), no frozen shape).
-  * Reference: kernels/moe_gemm_ops.moe_gemm_reference, f32 matmul over weights dequantized with the
+  * Reference: kernels/moe_gemm_reference, f32 matmul over weights dequantized with the
     kernels' own decode. What is left is f32 summation order and ONE bf16 rounding of the output (half an
     ulp: 2^-8 of the value), so every format gets the same tight threshold TOLERANCE, not the seeds'
     quantization thresholds (those bound the error against UNquantized weights; tests/test_moe_gemm_ops.py
@@ -25,7 +25,9 @@ from dataclasses import dataclass
 import torch
 
 from harness import Case, register
-from kernels import moe_gemm_ops, quant, routing
+from kernels.common import quant, routing
+from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from kernels.moe_gemm.reference import moe_gemm_reference
 
 # 2^-8 (bf16 half ulp, relative) plus f32 reordering (K <= 256: ~1e-5), rounded up.
 TOLERANCE = 5e-3
@@ -144,7 +146,7 @@ def _reference(fmt: str, cfg: Config):
             None if q.global_scale is None else q.global_scale.to(x.device),
             q.k,
         )
-        return moe_gemm_ops.moe_gemm_reference(xg, q, bmap).to(torch.bfloat16)
+        return moe_gemm_reference(xg, q, bmap).to(torch.bfloat16)
 
     return reference
 

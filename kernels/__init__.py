@@ -1,5 +1,7 @@
-"""graphsafe's reference kernels: HIP sources (kernels/hip), their CPU twins (kernels/cpu), the build cache
-(build.py), torch custom ops over them (ops.py) and independent torch oracles (reference.py).
+"""graphsafe's reference kernels, one folder per op family: the device source (<stem>.hip, compiled as CUDA by
+nvcc or as HIP by hipcc), its CPU twin (<stem>.cpp), the torch custom ops over them (ops.py) and independent
+oracles (reference.py). kernels/common holds what the families share, including the build wiring.
 
-Importing this package compiles nothing; kernels/ops.py builds a module on its first call on a device.
+Imports run one way: kernels import the harness's public API, never cases. Importing a family compiles
+nothing; its first call on a device builds (cached on disk by content).
 """

@@ -12,7 +12,8 @@ import pytest
 import torch
 
 from harness import Case, check
-from kernels import cpu_moe, quant
+from kernels import cpu_moe
+from kernels.common import quant
 
 E, H, INTER, K = 4, 128, 64, 2
 
@@ -39,7 +40,7 @@ def test_cpp_dequant_is_bit_identical_to_quant_py(fmt: str, banks: dict[str, cpu
     for q in (bank.w13, bank.w2):
         e, n, k = q.data.shape[0], q.data.shape[1], q.k
         out = torch.empty(e, n, k)
-        mod.dequant_rows(cpu_moe._FORMAT_CODES[fmt], e, n, k, *bank.pointers(q), out.data_ptr())
+        mod.dequant_rows(quant.FORMAT_CODES[fmt], e, n, k, *bank.pointers(q), out.data_ptr())
         assert torch.equal(out, quant.dequantize_weight(q))
 
 
@@ -233,7 +234,7 @@ class _WatchingShared(cpu_moe.SharedExpert):
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         ex = _watched[0]
-        _seen_served.append(ex._ex.served(ex.slot_for(x.shape[0]).index))
+        _seen_served.append(ex.service.served(ex.slot_for(x.shape[0]).index))
         return super().__call__(x)
 
 
@@ -258,12 +259,12 @@ def test_overlap_runs_the_gpu_part_while_the_cpu_computes(
     _seen_served.clear()
     x = _routing(5)
     slot = ex.slot_for(3).index
-    ex._ex.set_service_delay_us(200_000)
-    before = ex._ex.served(slot)
+    ex.service.set_service_delay_us(200_000)
+    before = ex.service.served(slot)
     ex(x["hidden"], x["expert_ids"], x["router_weights"])
     assert _seen_served == [before if overlap else before + 1]
-    assert ex._ex.served(slot) == before + 1
-    ex._ex.set_service_delay_us(0)
+    assert ex.service.served(slot) == before + 1
+    ex.service.set_service_delay_us(0)
     ex.enable_graphs(True)
     graph = CpuBackend().capture(lambda: ex(x["hidden"], x["expert_ids"], x["router_weights"]), warmup=0)
     order = [str(node.func).split(".")[1] for node in graph.nodes]

@@ -12,7 +12,6 @@ import ctypes
 import shutil
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -96,7 +95,7 @@ def test_graph_node_api_unsupported_is_unsafe_and_stale_when_forced() -> None:
     ex = _executor(graph_api_unsupported=True)
     result = cpu_moe.probe_and_enable(ex)
     assert not result.ok and "capture failed" in result.reason and "unsupported" in result.reason
-    assert sum(s.quarantined for s in ex._probe_slots) == 1
+    assert sum(s.quarantined for s in ex.probe_slots) == 1
     assert _eager_is_right(ex)
     assert check(_case(ex, "stale_replay", force=True), "cpu", patterns=(0xFF,)).verdict == "stale_replay"
     ex.close()
@@ -132,14 +131,14 @@ def test_cpu_that_never_answers_is_released_by_the_watchdog() -> None:
 def test_watchdog_negative_control_without_release_the_wait_hangs() -> None:
     """Proves the watchdog is what unblocks: with a no-op release the queue is still blocked after 0.5 s."""
     ex = _executor()
-    slot = ex._probe_slots[0]
-    ex._ex.set_slot_ignored(slot.index, True)
+    slot = ex.probe_slots[0]
+    ex.service.set_slot_ignored(slot.index, True)
     released: list[bool] = []
-    waiter = threading.Thread(target=lambda: released.append(ex._ex.notify_wait(slot.index, 2_000_000)))
+    waiter = threading.Thread(target=lambda: released.append(ex.service.notify_wait(slot.index, 2_000_000)))
     waiter.start()
     wd = cpu_moe.Watchdog(lambda: None, lambda: not waiter.is_alive(), deadline_s=0.0, max_s=0.5)
     assert wd.join(3.0) and wd.hung and waiter.is_alive()
-    ex._ex.release(slot.index)  # now release for real: the wait returns
+    ex.service.release(slot.index)  # now release for real: the wait returns
     waiter.join(3.0)
     assert released == [True]
     ex.close()
@@ -149,12 +148,12 @@ def test_wait_guard_releases_a_wait_nobody_answers() -> None:
     """Method: a wait on an ignored slot under wait_guard(0.1 s). Expected: released well before its own 3 s
     timeout, and the guard reports that it had to release."""
     ex = _executor()
-    slot = ex._probe_slots[0]
-    ex._ex.set_slot_ignored(slot.index, True)
+    slot = ex.probe_slots[0]
+    ex.service.set_slot_ignored(slot.index, True)
     answered: list[bool] = []
     start = time.monotonic()
     with cpu_moe.wait_guard(0.1) as guard:
-        waiter = threading.Thread(target=lambda: answered.append(ex._ex.notify_wait(slot.index, 3_000_000)))
+        waiter = threading.Thread(target=lambda: answered.append(ex.service.notify_wait(slot.index, 3_000_000)))
         waiter.start()
         waiter.join(2.0)
     assert answered == [True] and time.monotonic() - start < 2.0
@@ -201,14 +200,14 @@ def test_overlap_wait_abandoned_by_a_failed_step_drains_before_the_next_notify()
     x = cpu_moe.make_routing(3, T, E, K, H, "cpu", torch.bfloat16)
     with pytest.raises(RuntimeError, match="GPU part failed"):
         ex(x["hidden"], x["expert_ids"], x["router_weights"])
-    assert ex._queued  # the abandoned wait
+    assert ex.pending_waits  # the abandoned wait
     ex.shared = shared
-    assert _eager_is_right(ex) and not ex._queued
+    assert _eager_is_right(ex) and not ex.pending_waits
     ex.shared = boom  # type: ignore[assignment]
     with pytest.raises(RuntimeError, match="GPU part failed"):
         ex(x["hidden"], x["expert_ids"], x["router_weights"])
     ex.close()
-    assert not ex._queued
+    assert not ex.pending_waits
 
 
 # ------------------------------------------------------------- the split hostfn's host functions, without a GPU
@@ -217,14 +216,14 @@ _HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # hipHostFn_t: void(void* us
 
 
 def _host_fns() -> dict[str, Any]:
-    """post_req and await_done from handshake.hip, built by kernels/build.py with nvcc for sm_90 (compile and
-    import need no device; neither function calls the GPU API), callable through ctypes."""
+    """post_req and await_done from handshake.hip, built with nvcc for sm_90 (compile and import need no
+    device; neither function calls the GPU API), callable through ctypes."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed: handshake.hip's host functions are not built")
-    from kernels.build import build_extension
+    from kernels.common import native
+    from kernels.cpu_moe.settings import FAMILY_DIR
 
-    source = Path(cpu_moe.__file__).resolve().parent / "hip" / "handshake.hip"
-    hs = build_extension("graphsafe_handshake", [source], backend="cuda", arch="sm_90")
+    hs = native.build(FAMILY_DIR, "handshake", "cuda", arch="sm_90")
     return {name: _HOST_FN(addr) for name, addr in hs.host_fns().items()}
 
 
@@ -241,14 +240,14 @@ def test_split_hostfn_host_functions_drive_the_real_service_thread() -> None:
     for region, key in (("hidden", "hidden"), ("ids", "expert_ids"), ("weights", "router_weights")):
         ex.slot_tensor(slot, region).copy_(x[key])
     req, done = ex.signal_host(slot)
-    served = ex._ex.served(slot.index)
+    served = ex.service.served(slot.index)
     fns["post_req"](req)
     waiter = threading.Thread(target=fns["await_done"], args=(done,), daemon=True)
     waiter.start()
     waiter.join(10.0)
     assert not waiter.is_alive()
-    assert ex._ex.served(slot.index) == served + 1
-    assert tuple(ex._ex.signals(slot.index)) == (0, 0)
+    assert ex.service.served(slot.index) == served + 1
+    assert tuple(ex.service.signals(slot.index)) == (0, 0)
     expected = ex.forward_eager(x["hidden"], x["expert_ids"], x["router_weights"])
     assert torch.equal(ex.slot_tensor(slot, "out"), expected)
     ex.close()
@@ -260,16 +259,16 @@ def test_split_hostfn_wait_the_cpu_never_answers_is_released_by_the_watchdog() -
     control), and the probe's Watchdog, releasing that slot's done word, unblocks it within its deadline."""
     fns = _host_fns()
     ex = _executor()
-    slot = ex._probe_slots[0]
-    ex._ex.set_slot_ignored(slot.index, True)
+    slot = ex.probe_slots[0]
+    ex.service.set_slot_ignored(slot.index, True)
     req, done = ex.signal_host(slot)
     fns["post_req"](req)
     waiter = threading.Thread(target=fns["await_done"], args=(done,), daemon=True)
     waiter.start()
     waiter.join(0.3)
-    assert waiter.is_alive() and ex._ex.served(slot.index) == 0
+    assert waiter.is_alive() and ex.service.served(slot.index) == 0
     wd = cpu_moe.Watchdog(
-        lambda: ex._ex.release(slot.index), lambda: not waiter.is_alive(), deadline_s=0.05, max_s=10.0
+        lambda: ex.service.release(slot.index), lambda: not waiter.is_alive(), deadline_s=0.05, max_s=10.0
     )
     assert wd.join(10.0) and not wd.hung and wd.releases > 0
     assert not waiter.is_alive()
@@ -316,7 +315,7 @@ def test_gpu_graph_api_unsupported_is_unsafe_and_stale_when_forced() -> None:
     ex = _executor("memop", "cuda", graph_api_unsupported=True)
     result = cpu_moe.probe_and_enable(ex)
     assert not result.ok and "capture failed" in result.reason and "unsupported" in result.reason
-    assert sum(s.quarantined for s in ex._probe_slots) == 1
+    assert sum(s.quarantined for s in ex.probe_slots) == 1
     assert _eager_is_right(ex)
     assert check(_case(ex, "stale_replay", force=True), "gpu").verdict == "stale_replay"
     ex.close()
@@ -414,7 +413,7 @@ def test_gpu_overlap_on_equals_overlap_off_and_eager(mode: str, explicit: bool) 
         layers[overlap] = ex
     static = cpu_moe.make_routing(50, T, E, K, H, "cuda", torch.bfloat16)
     graph, out = _capture(layers[True], static)
-    hs = layers[True]._hs
+    hs = layers[True].handshake_lib
     assert hs is not None
     kinds = dict(hs.graph_node_kinds(graph.raw_cuda_graph()))
     if mode == "memop":
@@ -473,7 +472,7 @@ def test_gpu_overlap_gpu_part_that_raises_still_consumes_its_token(mode: str) ->
         ex(x["hidden"], x["expert_ids"], x["router_weights"])
     ex.shared = shared
     torch.cuda.synchronize()
-    assert tuple(ex._ex.signals(ex.slot_for(T).index)) == (0, 0)  # the token was consumed
+    assert tuple(ex.service.signals(ex.slot_for(T).index)) == (0, 0)  # the token was consumed
     assert _eager_is_right(ex)
     ex.close()
 

@@ -7,8 +7,9 @@ with the twin within one bf16 rounding, run to run bitwise, and for NaN propagat
 import pytest
 import torch
 
-from kernels import moe_gemm_ops as mo
-from kernels import quant, routing
+from kernels.common import quant, routing
+from kernels.moe_gemm import ops as mo
+from kernels.moe_gemm.reference import moe_gemm_reference
 
 # bf16 output: one round-to-nearest-even of an f32 sum, at most half an ulp = 2^-8 of the value; the
 # f32 accumulation order adds ~K * 2^-24 relative (K = 96: 6e-6).
@@ -30,7 +31,7 @@ def test_matches_f32_oracle_within_one_bf16_rounding(fmt):
     accumulation order and one bf16 rounding only. A wrong scale index, nibble order or stride breaks it."""
     x, q, bmap = _problem(fmt)
     out = mo.moe_gemm(x, q, bmap, block_m=4)
-    ref = mo.moe_gemm_reference(x, q, bmap)
+    ref = moe_gemm_reference(x, q, bmap)
     assert out.dtype == torch.bfloat16 and out.shape == ref.shape
     assert torch.isfinite(out).all()
     assert quant.max_rel_error(out.float(), ref) <= OUTPUT_ROUNDING_BOUND
@@ -73,7 +74,7 @@ def test_minus_one_slots_return_at_once_and_their_rows_are_zeroed():
     bmap = torch.tensor([[0, 4, 4], [-1, 0, 4], [-1, 0, 0]], dtype=torch.int32)  # rows 0..3: slot is -1
     out = mo.moe_gemm(x, q, bmap, block_m=4)
     assert torch.equal(out[:4], torch.zeros_like(out[:4]))
-    ref = mo.moe_gemm_reference(x, q, bmap)
+    ref = moe_gemm_reference(x, q, bmap)
     assert quant.max_rel_error(out[4:].float(), ref[4:]) <= OUTPUT_ROUNDING_BOUND
 
 
@@ -81,7 +82,7 @@ def test_ragged_groups_with_zero_token_experts_and_block_m_16():
     sizes = (0, 7, 64, 1, 100, 0, 84, 0)  # the seed's ragged sizes
     x, q, bmap = _problem("mxfp4", e=8, n=16, k=32, sizes=sizes, slack=3, block_m=16)
     out = mo.moe_gemm(x, q, bmap, block_m=16)
-    ref = mo.moe_gemm_reference(x, q, bmap)
+    ref = moe_gemm_reference(x, q, bmap)
     assert quant.max_rel_error(out.float(), ref) <= OUTPUT_ROUNDING_BOUND
 
 
@@ -200,7 +201,7 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
     first = mo.moe_gemm(xd, qd, bd, block_m=block_m)
     second = mo.moe_gemm(xd, qd, bd, block_m=block_m)
     assert torch.equal(first.view(torch.int16), second.view(torch.int16))
-    ref = mo.moe_gemm_reference(x, q, bmap)
+    ref = moe_gemm_reference(x, q, bmap)
     assert torch.isfinite(first).all()
     assert quant.max_rel_error(first.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + k * 2.0**-24
     assert torch.equal(first[sum(sizes) :].cpu(), torch.zeros(5, n, dtype=torch.bfloat16))  # slack rows
@@ -288,7 +289,7 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
     not a write past the buffer."""
     x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
     out = torch.empty(32, 24, dtype=torch.bfloat16, device="cuda")
-    module, args = mo._module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 16)
+    module, args = mo.module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 16)
     need = module.workspace_bytes(*args)
     assert need == 32 * 64 * 2 + 32 * 4
     with pytest.raises(

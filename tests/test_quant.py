@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from kernels import quant as q
+from kernels.common import quant as q
 
 # fmt -> (min cosine, max relative error, why the max relative error bound holds)
 ROUND_TRIP_BOUNDS = {

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import harness
-from kernels import routing as r
+from kernels.common import routing as r
 
 RAGGED = [0, 7, 64, 1, 100, 0, 84, 0]  # aiter#5831's ragged groups, zero-token experts included
 BLOCK_MS = (1, 4, 16, 32, 64, 128)

@@ -24,7 +24,7 @@ import torch
 
 from cases.moe_combine import ALL_F32, PROD, Mix, combine_op, make_inputs_factory
 from harness import Case, register
-from kernels import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.*)
+from kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
 
 T, K, H = 16, 4, 128  # H even: the f16 storage reinterprets as whole f32 words
 F16_MIX = Mix("f16", torch.float16, torch.bfloat16, torch.float32)

@@ -14,7 +14,9 @@ import functools
 import torch
 
 from harness import Case, register
-from kernels import moe_gemm_ops, quant, routing
+from kernels.common import quant, routing
+from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from kernels.moe_gemm.reference import moe_gemm_reference
 
 EXPERTS, N, K, TOKENS, TOPK, BLOCK_M = 8, 64, 128, 64, 2, 16
 
@@ -49,7 +51,7 @@ def reference(x, topk_ids, w, w_scale):
     rows, _sizes, bmap = routing.route_topk(topk_ids, EXPERTS, BLOCK_M)
     q = _weights()
     q = quant.QuantizedWeight(q.fmt, q.data.to(x.device), q.scale.to(x.device), None, q.k)
-    return moe_gemm_ops.moe_gemm_reference(x[rows // TOPK], q, bmap).to(torch.bfloat16)
+    return moe_gemm_reference(x[rows // TOPK], q, bmap).to(torch.bfloat16)
 
 
 for _variant, _zero, _expect in (("buggy", False, "uninitialized"), ("fixed", True, "pass")):

@@ -14,7 +14,9 @@ import functools
 import torch
 
 from harness import Case, register
-from kernels import moe_gemm_ops, quant, routing
+from kernels.common import quant, routing
+from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from kernels.moe_gemm.reference import moe_gemm_reference
 
 EXPERTS, N, K, BLOCK_M = 8, 64, 64, 16
 MAX_PER_EXPERT = (0, 7, 64, 1, 100, 0, 84, 0)  # the seed's ragged sizes as per-expert maxima
@@ -50,7 +52,7 @@ def reference(x, group_sizes, w, w_scale):
     bmap = routing.block_map_from_group_sizes(group_sizes, ROWS, BLOCK_M)
     q = _weights()
     q = quant.QuantizedWeight(q.fmt, q.data.to(x.device), q.scale.to(x.device), None, q.k)
-    return moe_gemm_ops.moe_gemm_reference(x, q, bmap).to(torch.bfloat16)
+    return moe_gemm_reference(x, q, bmap).to(torch.bfloat16)
 
 
 _VARIANTS = (

@@ -15,7 +15,8 @@ import time
 
 import torch
 
-from kernels import moe_gemm_ops, quant, routing  # noqa: F401  (registers graphsafe::moe_gemm)
+from kernels.common import quant, routing
+from kernels.moe_gemm import ops as moe_gemm_ops  # noqa: F401  (registers graphsafe::moe_gemm)
 
 
 def _time_ms(fn, device: torch.device, iters: int) -> float:

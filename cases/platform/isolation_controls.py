@@ -19,7 +19,7 @@ from cases.platform._shared import affine_reference, vector_inputs
 from harness import Case, register
 
 if torch.cuda.is_available():
-    from kernels import platform_ops as P
+    from kernels.platform import ops as P
 
     register(
         Case(

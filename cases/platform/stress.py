@@ -22,7 +22,7 @@ def two_kernel_affine(x: torch.Tensor) -> torch.Tensor:
 
 
 if torch.cuda.is_available():
-    from kernels import platform_ops as P
+    from kernels.platform import ops as P
 
     register(
         Case(

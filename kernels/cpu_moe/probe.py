@@ -1,11 +1,10 @@
-"""CPU/hybrid MoE, the fail-closed probe and tensor-parallel consensus (kernels/cpu_moe.py re-exports every
-name here).
+"""CPU/hybrid MoE, the fail-closed probe and tensor-parallel consensus.
 
 The probe (`probe_handshake`) captures, instantiates and replays the handshake on a known input pair with
 a deadline and compares numerically; its failure (or any rank's, via `consensus`) disables graphs: the layer
 then raises FallbackEager at capture and stays correct eagerly. On the CPU backend it replays the harness's
 recorded graph (`_CpuProbe`), on a GPU a torch.cuda.CUDAGraph whose node kinds it checks (`_GpuProbe`); a
-missed deadline starts a watchdog (kernels/cpu_moe_watchdog.py).
+missed deadline starts a watchdog (watchdog.py).
 """
 
 from __future__ import annotations
@@ -14,18 +13,18 @@ import math
 import threading
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from kernels.cpu_moe_common import PROBE_SLOTS, PROBE_TOKENS, THRESHOLDS
-from kernels.cpu_moe_gpu import _enqueue, _enqueue_notify, _enqueue_wait, _handshake_flags
-from kernels.cpu_moe_ops import _cpu_capturing
-from kernels.cpu_moe_watchdog import Watchdog
-from kernels.cpu_moe_weights import make_routing, reference_moe
-
-if TYPE_CHECKING:
-    from kernels.cpu_moe_executor import CpuMoeExecutor, _Slot
+import harness
+from harness.backends import get_backend
+from kernels.cpu_moe.cpu_handshake import emulated_handshake
+from kernels.cpu_moe.executor import ExecutorCore, Slot
+from kernels.cpu_moe.gpu_handshake import enqueue, enqueue_notify, enqueue_wait, handshake_flags
+from kernels.cpu_moe.settings import PROBE_SLOTS, PROBE_TOKENS, THRESHOLDS
+from kernels.cpu_moe.watchdog import Watchdog
+from kernels.cpu_moe.weights import make_routing, reference_moe
 
 
 @dataclass
@@ -38,11 +37,11 @@ class ProbeResult:
     node_kinds: dict[str, int] | None = None  # the probe graph's node kinds (GPU; None on the CPU backend)
 
 
-def _next_probe_slot(ex: CpuMoeExecutor) -> _Slot | None:
-    return next((s for s in ex._probe_slots if not s.quarantined), None)
+def _next_probe_slot(ex: ExecutorCore) -> Slot | None:
+    return next((s for s in ex.probe_slots if not s.quarantined), None)
 
 
-def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 9000) -> ProbeResult:
+def probe_handshake(ex: ExecutorCore, *, deadline_s: float = 5.0, seed: int = 9000) -> ProbeResult:
     """A real capture/instantiate/replay of the handshake on a known input pair, compared numerically.
 
     Capture with input A, copy B into the same buffers, replay under `deadline_s`, compare with the float64
@@ -81,8 +80,8 @@ def probe_handshake(ex: CpuMoeExecutor, *, deadline_s: float = 5.0, seed: int = 
     runner.launch(b)
     finished = runner.wait(deadline_s)
     if not finished:
-        ex.last_watchdog = Watchdog(lambda: ex._ex.release(slot.index), runner.drained, deadline_s=0.0)
-        ex._in_flight.append(runner)  # its graph and buffers must outlive the late launch
+        ex.last_watchdog = Watchdog(lambda: ex.service.release(slot.index), runner.drained, deadline_s=0.0)
+        ex.in_flight.append(runner)  # its graph and buffers must outlive the late launch
         slot.quarantined = True
         return ProbeResult(
             False,
@@ -121,7 +120,7 @@ class _CpuProbe:
     """The probe on the CPU backend: the harness's dispatcher-recorded graph, replayed on a thread that stands
     for the GPU queue (its emulated wait has no useful timeout, as a GPU wait has none)."""
 
-    def __init__(self, ex: CpuMoeExecutor, slot: _Slot) -> None:
+    def __init__(self, ex: ExecutorCore, slot: Slot) -> None:
         self.ex, self.slot = ex, slot
         self.graph: Any = None
         self.static: dict[str, torch.Tensor] = {}
@@ -129,22 +128,20 @@ class _CpuProbe:
         self.error: BaseException | None = None
 
     def _op(self) -> torch.Tensor:
-        if self.ex.faults.graph_api_unsupported and _cpu_capturing():
+        if self.ex.faults.graph_api_unsupported and harness.is_capturing():
             raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
         s = self.static
         if self.ex.mode == "direct":
             return torch.ops.graphsafe.cpu_moe(
                 s["hidden"], s["expert_ids"], s["router_weights"], self.ex.handle
             )
-        return self.ex._emulated_handshake(
-            self.slot, s["hidden"], s["expert_ids"], s["router_weights"], recorded=self.ex.mode == "recorded"
+        return emulated_handshake(
+            self.ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], recorded=self.ex.mode == "recorded"
         )
 
     def capture(self, a: dict[str, torch.Tensor]) -> None:
-        from harness.backends.cpu import CpuBackend
-
         self.static = {k: v.clone() for k, v in a.items()}
-        self.graph = CpuBackend().capture(self._op, warmup=1)
+        self.graph = get_backend("cpu").capture(self._op, warmup=1)
 
     def node_kinds(self) -> dict[str, int] | None:
         return None
@@ -156,7 +153,7 @@ class _CpuProbe:
         for k, v in b.items():
             self.static[k].copy_(v)
         if self.ex.faults.cpu_never_answers:
-            self.ex._ex.set_slot_ignored(self.slot.index, True)
+            self.ex.service.set_slot_ignored(self.slot.index, True)
 
         def queue() -> None:
             time.sleep(self.ex.faults.launch_delay_s)
@@ -202,7 +199,7 @@ class _GpuProbe:
     # of an H200's SM clock (1.98 GHz boost), enough to push the launch past a deadline of ~1 s.
     CYCLES_PER_S = 2.0e9
 
-    def __init__(self, ex: CpuMoeExecutor, slot: _Slot) -> None:
+    def __init__(self, ex: ExecutorCore, slot: Slot) -> None:
         self.ex, self.slot = ex, slot
         self.graph: Any = None
         self.static: dict[str, torch.Tensor] = {}
@@ -219,12 +216,12 @@ class _GpuProbe:
         s, stream, ex = self.static, torch.cuda.current_stream(), self.ex
         assert self.out is not None
         if not ex.overlap:
-            return _enqueue(
+            return enqueue(
                 ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], stream, out=self.out
             )
-        flags = _handshake_flags(ex, forced=False)
-        _enqueue_notify(ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], stream, flags)
-        _enqueue_wait(ex, self.slot, self.out, stream, flags)
+        flags = handshake_flags(ex, forced=False)
+        enqueue_notify(ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], stream, flags)
+        enqueue_wait(ex, self.slot, self.out, stream, flags)
         return self.out
 
     def capture(self, a: dict[str, torch.Tensor]) -> None:
@@ -254,7 +251,7 @@ class _GpuProbe:
         torch.cuda.current_stream().wait_stream(capture_stream)
         if failure is not None:
             raise failure
-        self.kinds = dict(self.ex._hs.graph_node_kinds(self.graph.raw_cuda_graph()))
+        self.kinds = dict(self.ex.handshake_lib.graph_node_kinds(self.graph.raw_cuda_graph()))
         self.graph.instantiate()
 
     def node_kinds(self) -> dict[str, int] | None:
@@ -275,12 +272,12 @@ class _GpuProbe:
             self.static[k].copy_(v)
         torch.cuda.synchronize()
         if self.ex.faults.cpu_never_answers:
-            self.ex._ex.set_slot_ignored(self.slot.index, True)
+            self.ex.service.set_slot_ignored(self.slot.index, True)
         stream = torch.cuda.current_stream()
         if self.ex.faults.launch_delay_s:
             torch.cuda._sleep(int(self.ex.faults.launch_delay_s * self.CYCLES_PER_S))
         self.graph.replay()
-        self.ex._hs.mark_done(stream.cuda_stream, self._done_word.data_ptr())
+        self.ex.handshake_lib.mark_done(stream.cuda_stream, self._done_word.data_ptr())
         self.launched = True
 
     def wait(self, deadline_s: float) -> bool:
@@ -332,7 +329,7 @@ def consensus(ok: bool, group: Any = None) -> bool:
     return bool(flag[0] == 1)
 
 
-def probe_and_enable(ex: CpuMoeExecutor, *, group: Any = None, deadline_s: float = 5.0) -> ProbeResult:
+def probe_and_enable(ex: ExecutorCore, *, group: Any = None, deadline_s: float = 5.0) -> ProbeResult:
     """Probe, agree across ranks, and enable graphs only when every rank's probe passed."""
     result = probe_handshake(ex, deadline_s=deadline_s)
     agreed = consensus(result.ok, group)

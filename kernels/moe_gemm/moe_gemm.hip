@@ -34,16 +34,7 @@
 #include "hip_compat.h"
 
 // ------------------------------------------------------------------------------------------ formats
-enum GsMoeFormat : int {
-  GS_MOE_BF16 = 0,
-  GS_MOE_MXFP8 = 1,
-  GS_MOE_FP8_FNUZ = 2,
-  GS_MOE_BLOCK_FP8 = 3,
-  GS_MOE_MXFP4 = 4,
-  GS_MOE_NVFP4 = 5,
-  GS_MOE_Q4_0 = 6,
-};
-#define GS_MOE_FORMAT_NAMES "0 bf16, 1 mxfp8, 2 fp8_fnuz, 3 block_fp8, 4 mxfp4, 5 nvfp4, 6 q4_0"
+#include "gs_formats.h"  // GsFormat: the format codes kernels/common/quant.py FORMAT_CODES hands over
 
 constexpr int kChunk = 32;   // K elements per chunk
 constexpr int kLanes = 32;   // logical lanes splitting K
@@ -88,7 +79,7 @@ GS_HD inline float gs_f16(uint32_t h) {
   return gs_bits_f32(s | ((e + 112u) << 23) | (m << 13));
 }
 
-GS_HD inline int gs_elem_bytes(int fmt) { return fmt == GS_MOE_BF16 ? 2 : 1; }
+GS_HD inline int gs_elem_bytes(int fmt) { return fmt == GS_FMT_BF16 ? 2 : 1; }
 
 // Decode the 32 weights of one chunk from its little-endian words. FMT is a template parameter so the
 // device kernel resolves every index at compile time and keeps words/w in registers (a runtime switch
@@ -98,13 +89,13 @@ GS_HD inline void gs_decode_chunk_t(const uint32_t* words, float* w) {
 #pragma unroll
   for (int j = 0; j < kChunk; ++j) {
     const uint32_t byte4 = (words[j >> 2] >> (8 * (j & 3))) & 0xFFu;
-    if (FMT == GS_MOE_BF16) {
+    if (FMT == GS_FMT_BF16) {
       w[j] = gs_bf16_to_float(static_cast<uint16_t>(words[j >> 1] >> (16 * (j & 1))));
-    } else if (FMT == GS_MOE_MXFP8 || FMT == GS_MOE_BLOCK_FP8) {
+    } else if (FMT == GS_FMT_MXFP8 || FMT == GS_FMT_BLOCK_FP8) {
       w[j] = gs_e4m3fn(byte4);
-    } else if (FMT == GS_MOE_FP8_FNUZ) {
+    } else if (FMT == GS_FMT_FP8_FNUZ) {
       w[j] = gs_e4m3fnuz(byte4);
-    } else if (FMT == GS_MOE_Q4_0) {  // ggml: byte i holds element i (low nibble) and i + 16 (high nibble)
+    } else if (FMT == GS_FMT_Q4_0) {  // ggml: byte i holds element i (low nibble) and i + 16 (high nibble)
       const uint32_t b = (words[(j & 15) >> 2] >> (8 * (j & 3))) & 0xFFu;
       w[j] = static_cast<float>(static_cast<int>((j < 16) ? (b & 15u) : (b >> 4)) - 8);
     } else {  // mxfp4 / nvfp4: element 2i low nibble, 2i + 1 high nibble
@@ -117,7 +108,7 @@ GS_HD inline void gs_decode_chunk_t(const uint32_t* words, float* w) {
 // acc += chunk . x with the sub-chunk scales (s1 only for nvfp4's second 16).
 template <int FMT>
 GS_HD inline float gs_chunk_dot_t(const float* w, const float* x, float s0, float s1, float acc) {
-  constexpr int sub = FMT == GS_MOE_NVFP4 ? 16 : 32;
+  constexpr int sub = FMT == GS_FMT_NVFP4 ? 16 : 32;
 #pragma unroll
   for (int base = 0; base < kChunk; base += sub) {
     float cp = 0.0f;
@@ -131,13 +122,13 @@ GS_HD inline float gs_chunk_dot_t(const float* w, const float* x, float s0, floa
 // Runtime-format wrappers (the CPU twin).
 #define GS_MOE_DISPATCH(fmt, CALL)                          \
   switch (fmt) {                                            \
-    case GS_MOE_BF16: CALL(GS_MOE_BF16); break;             \
-    case GS_MOE_MXFP8: CALL(GS_MOE_MXFP8); break;           \
-    case GS_MOE_FP8_FNUZ: CALL(GS_MOE_FP8_FNUZ); break;     \
-    case GS_MOE_BLOCK_FP8: CALL(GS_MOE_BLOCK_FP8); break;   \
-    case GS_MOE_MXFP4: CALL(GS_MOE_MXFP4); break;           \
-    case GS_MOE_NVFP4: CALL(GS_MOE_NVFP4); break;           \
-    default: CALL(GS_MOE_Q4_0); break;                      \
+    case GS_FMT_BF16: CALL(GS_FMT_BF16); break;             \
+    case GS_FMT_MXFP8: CALL(GS_FMT_MXFP8); break;           \
+    case GS_FMT_FP8_FNUZ: CALL(GS_FMT_FP8_FNUZ); break;     \
+    case GS_FMT_BLOCK_FP8: CALL(GS_FMT_BLOCK_FP8); break;   \
+    case GS_FMT_MXFP4: CALL(GS_FMT_MXFP4); break;           \
+    case GS_FMT_NVFP4: CALL(GS_FMT_NVFP4); break;           \
+    default: CALL(GS_FMT_Q4_0); break;                      \
   }
 inline void gs_decode_chunk(int fmt, const uint32_t* words, float* w) {
 #define GS_DECODE_CALL(F) gs_decode_chunk_t<F>(words, w)
@@ -185,21 +176,21 @@ struct GsMoeArgs {
 // gs_moe_make_args refuses any other). Compile-time, so the scale index is shifts, not a 64-bit divide per
 // chunk and column (~70 instructions each on NVIDIA, which has no integer divider).
 GS_HD constexpr int gs_scale_k_block(int fmt) {
-  return fmt == GS_MOE_NVFP4 ? 16 : fmt == GS_MOE_BLOCK_FP8 ? 128 : (fmt == GS_MOE_BF16 || fmt == GS_MOE_FP8_FNUZ) ? 0 : 32;
+  return fmt == GS_FMT_NVFP4 ? 16 : fmt == GS_FMT_BLOCK_FP8 ? 128 : (fmt == GS_FMT_BF16 || fmt == GS_FMT_FP8_FNUZ) ? 0 : 32;
 }
-GS_HD constexpr int gs_scale_n_block(int fmt) { return fmt == GS_MOE_BLOCK_FP8 ? 128 : 1; }
+GS_HD constexpr int gs_scale_n_block(int fmt) { return fmt == GS_FMT_BLOCK_FP8 ? 128 : 1; }
 
 // Scale applying to sub-chunk starting at k0 for column n (1.0 where the format has none along K).
 template <int FMT>
 GS_HD inline float gs_k_scale_t(const GsMoeArgs& a, int64_t e, int64_t k0, int64_t n) {
-  if (FMT == GS_MOE_BF16 || FMT == GS_MOE_FP8_FNUZ) return 1.0f;
+  if (FMT == GS_FMT_BF16 || FMT == GS_FMT_FP8_FNUZ) return 1.0f;
   constexpr int64_t kb = gs_scale_k_block(FMT) > 0 ? gs_scale_k_block(FMT) : 1, nb = gs_scale_n_block(FMT);
   const int64_t off = e * a.s_se + (k0 / kb) * a.s_sk + (n / nb) * a.s_sn;
   switch (FMT) {
-    case GS_MOE_MXFP8:
-    case GS_MOE_MXFP4: return gs_e8m0(a.s[off]);
-    case GS_MOE_NVFP4: return gs_e4m3fn(a.s[off]) * a.g[e * a.g_se];
-    case GS_MOE_Q4_0: return gs_f16(reinterpret_cast<const uint16_t*>(a.s)[off]);
+    case GS_FMT_MXFP8:
+    case GS_FMT_MXFP4: return gs_e8m0(a.s[off]);
+    case GS_FMT_NVFP4: return gs_e4m3fn(a.s[off]) * a.g[e * a.g_se];
+    case GS_FMT_Q4_0: return gs_f16(reinterpret_cast<const uint16_t*>(a.s)[off]);
     default: return reinterpret_cast<const float*>(a.s)[off];  // block_fp8
   }
 }
@@ -211,7 +202,7 @@ inline float gs_k_scale(const GsMoeArgs& a, int64_t e, int64_t k0, int64_t n) {
   return r;
 }
 GS_HD inline float gs_post_scale(const GsMoeArgs& a, int64_t e, int64_t n) {
-  if (a.fmt != GS_MOE_FP8_FNUZ) return 1.0f;
+  if (a.fmt != GS_FMT_FP8_FNUZ) return 1.0f;
   return reinterpret_cast<const float*>(a.s)[e * a.s_se + n * a.s_sn];
 }
 
@@ -219,13 +210,13 @@ GS_HD inline float gs_post_scale(const GsMoeArgs& a, int64_t e, int64_t n) {
 // the words stay in registers on the device).
 template <int FMT>
 GS_HD inline void gs_load_chunk_strided_t(const GsMoeArgs& a, int64_t e, int64_t chunk, int64_t n, uint32_t* words) {
-  constexpr int ce = FMT == GS_MOE_BF16 ? 32 : (FMT == GS_MOE_MXFP4 || FMT == GS_MOE_NVFP4 || FMT == GS_MOE_Q4_0) ? 16 : 32;
+  constexpr int ce = FMT == GS_FMT_BF16 ? 32 : (FMT == GS_FMT_MXFP4 || FMT == GS_FMT_NVFP4 || FMT == GS_FMT_Q4_0) ? 16 : 32;
 #pragma unroll
   for (int i = 0; i < 16; ++i) words[i] = 0;
 #pragma unroll
   for (int i = 0; i < ce; ++i) {
     const int64_t off = e * a.w_se + (chunk * ce + i) * a.w_sk + n * a.w_sn;
-    if (FMT == GS_MOE_BF16) {
+    if (FMT == GS_FMT_BF16) {
       const uint32_t v = reinterpret_cast<const uint16_t*>(a.w)[off];
       words[i >> 1] |= v << (16 * (i & 1));
     } else {
@@ -295,7 +286,7 @@ __device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2(uint32_t pair) {
 template <int FMT, int DEC>
 __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float* w) {
 #if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  if (DEC == 1 && (FMT == GS_MOE_MXFP8 || FMT == GS_MOE_BLOCK_FP8)) {
+  if (DEC == 1 && (FMT == GS_FMT_MXFP8 || FMT == GS_FMT_BLOCK_FP8)) {
 #pragma unroll
     for (int i = 0; i < kChunk / 2; ++i) {
       const uint32_t h = gs_e4m3x2_to_f16x2(words[i >> 1] >> (16 * (i & 1)));
@@ -335,9 +326,9 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
   const int lane = threadIdx.x % kLanes, cg = threadIdx.x / kLanes;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kColGroups * NC) + cg * NC;
   const int64_t nchunks = a.K / kChunk;
-  constexpr int cb = FMT == GS_MOE_BF16 ? 64 : (FMT == GS_MOE_MXFP4 || FMT == GS_MOE_NVFP4 || FMT == GS_MOE_Q4_0) ? 16 : 32;
-  constexpr int ce = FMT == GS_MOE_BF16 ? 32 : cb;  // storage elements along K per chunk
-  constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
+  constexpr int cb = FMT == GS_FMT_BF16 ? 64 : (FMT == GS_FMT_MXFP4 || FMT == GS_FMT_NVFP4 || FMT == GS_FMT_Q4_0) ? 16 : 32;
+  constexpr int ce = FMT == GS_FMT_BF16 ? 32 : cb;  // storage elements along K per chunk
+  constexpr int eb = FMT == GS_FMT_BF16 ? 2 : 1;
 
   for (int64_t rg = 0; rg < rows; rg += MR) {
     const int mr = static_cast<int>(rows - rg < MR ? rows - rg : MR);
@@ -369,7 +360,7 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
           float w[kChunk];
           gs_decode_chunk_dev<FMT, DEC>(words[c], w);
           const float s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, n);
-          const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
+          const float s1 = FMT == GS_FMT_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
           acc[c][0] = gs_chunk_dot_t<FMT>(w, xf, s0, s1, acc[c][0]);
         }
       } else {
@@ -379,7 +370,7 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
           float w[kChunk];
           gs_decode_chunk_dev<FMT, DEC>(words[c], w);
           const float s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, n);
-          const float s1 = FMT == GS_MOE_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
+          const float s1 = FMT == GS_FMT_NVFP4 ? gs_k_scale_t<FMT>(a, expert, chunk * kChunk + 16, n) : 0.0f;
 #pragma unroll
           for (int m = 0; m < MR; ++m) {
             if (m < mr) {
@@ -433,7 +424,7 @@ constexpr int kMmaTileN = kMmaWarps * kMmaNT * 8;  // 128 columns per block
 constexpr int kMmaUnroll = 4;                      // K chunks loaded ahead per iteration (64 KB in flight per SM)
 
 GS_HD inline bool gs_mma_format(int fmt) {
-  return fmt == GS_MOE_BF16 || fmt == GS_MOE_MXFP8 || fmt == GS_MOE_BLOCK_FP8;
+  return fmt == GS_FMT_BF16 || fmt == GS_FMT_MXFP8 || fmt == GS_FMT_BLOCK_FP8;
 }
 
 #if defined(GS_BACKEND_CUDA)
@@ -504,7 +495,7 @@ __device__ __forceinline__ float gs_e8m0_shift(uint32_t w, int u) {
 // MT 16-row tiles per warp (weights decoded once for all of them); grid (N / 128, slots); 4 warps.
 template <int FMT, int MT>
 __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeArgs a) {
-  constexpr int eb = FMT == GS_MOE_BF16 ? 2 : 1;
+  constexpr int eb = FMT == GS_FMT_BF16 ? 2 : 1;
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;
@@ -538,7 +529,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
         for (int nt = 0; nt < kMmaNT; ++nt) {
           if (c0 + u < nchunks) {
             const uint8_t* p = wcol[nt] + ((c0 + u) * kChunk + 8 * t) * eb;
-            if (FMT == GS_MOE_BF16) {
+            if (FMT == GS_FMT_BF16) {
               wv[u][nt] = *reinterpret_cast<const uint4*>(p);
             } else {
               const uint2 v = *reinterpret_cast<const uint2*>(p);
@@ -566,14 +557,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 #pragma unroll
         for (int nt = 0; nt < kMmaNT; ++nt) {
           uint32_t b[4];
-          if (FMT == GS_MOE_BF16) {
+          if (FMT == GS_FMT_BF16) {
             b[0] = wv[u][nt].x, b[1] = wv[u][nt].y, b[2] = wv[u][nt].z, b[3] = wv[u][nt].w;
           } else {
             gs_e4m3x4_to_bf16x2(wv[u][nt].x, b[0], b[1]);
             gs_e4m3x4_to_bf16x2(wv[u][nt].y, b[2], b[3]);
           }
           float s0 = 1.0f, s1 = 1.0f;
-          if (FMT != GS_MOE_BF16) {
+          if (FMT != GS_FMT_BF16) {
             s0 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][0]);
             s1 = gs_k_scale_t<FMT>(a, expert, chunk * kChunk, scol[nt][1]);
           }
@@ -581,7 +572,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
           for (int mt = 0; mt < MT; ++mt) {
             const uint32_t k0[4] = {afr[mt][0][0], afr[mt][1][0], afr[mt][0][1], afr[mt][1][1]};
             const uint32_t k1[4] = {afr[mt][0][2], afr[mt][1][2], afr[mt][0][3], afr[mt][1][3]};
-            if (FMT == GS_MOE_BF16) {  // no K scale: accumulate in the tensor core directly
+            if (FMT == GS_FMT_BF16) {  // no K scale: accumulate in the tensor core directly
               gs_mma_bf16(acc[mt][nt], k0, b[0], b[1]);
               gs_mma_bf16(acc[mt][nt], k1, b[2], b[3]);
             } else {
@@ -667,7 +658,7 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 
 template <int FMT>
 struct GsRing {
-  static constexpr int kEb = FMT == GS_MOE_BF16 ? 2 : 1;
+  static constexpr int kEb = FMT == GS_FMT_BF16 ? 2 : 1;
   static constexpr int kU = 4;                             // chunks per stage: 128 K (one block_fp8 scale block)
   static constexpr int kRowBytes = kU * kChunk * kEb;      // one weight column's slice of a stage
   static constexpr int kPieces = kRowBytes / 16;           // 16-byte cp.async pieces per column
@@ -675,13 +666,13 @@ struct GsRing {
   static constexpr int kXBytes = 16 * kXRow * 2;
   // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks.
   GS_HD static constexpr int swz(int row, int piece) {
-    return FMT == GS_MOE_BF16 ? piece ^ ((row & 1) << 2) : piece ^ (row & 7);
+    return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : piece ^ (row & 7);
   }
 };
 template <int FMT, int NT, int S, int W = kMmaWarps>
 constexpr int gs_ring_smem_bytes() {
   constexpr int tn = W * NT * 8;
-  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (FMT == GS_MOE_MXFP8 ? tn * 4 : 0));
+  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (FMT == GS_FMT_MXFP8 ? tn * 4 : 0));
 }
 
 
@@ -690,10 +681,10 @@ constexpr int gs_ring_smem_bytes() {
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT>;
-  constexpr bool kX16 = FMT != GS_MOE_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
+  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
-  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_MOE_MXFP8 ? TN * 4 : 0;
+  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_FMT_MXFP8 ? TN * 4 : 0;
   constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
@@ -721,12 +712,12 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow + h * (16 / kXPer)
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
-  if (FMT == GS_MOE_MXFP8 && tid < TN) {
+  if (FMT == GS_FMT_MXFP8 && tid < TN) {
     const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
     vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
   }
-  const float* sblk = FMT == GS_MOE_BLOCK_FP8
+  const float* sblk = FMT == GS_FMT_BLOCK_FP8
                           ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + ((col0 + warp * NT * 8) / 128) * a.s_sn
                           : nullptr;
   // Compute side, fixed per lane: this lane's B column row of the weight tile and its fragment offsets.
@@ -734,7 +725,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   int boff[U];
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    boff[u] = FMT == GS_MOE_BF16 ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
+    boff[u] = FMT == GS_FMT_BF16 ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
                                  : brow * R::kRowBytes + R::swz(g, 2 * u + t / 2) * 16 + 8 * (t & 1);
   for (int64_t rg = 0; rg < rows; rg += 16) {
     const uint16_t* xsrc[kXPer];
@@ -757,7 +748,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       for (int h = 0; h < kXPer; ++h)
         gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
                       kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
-      if (FMT == GS_MOE_MXFP8 && tid < TN) {
+      if (FMT == GS_FMT_MXFP8 && tid < TN) {
         uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
         const int64_t c0 = st * U;
         if (vec_s && c0 + U <= nchunks) {
@@ -790,13 +781,13 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       const uint8_t* base = gs_ring_smem + cur * kStageBytes;
       cur = cur + 1 == S ? 0 : cur + 1;
       const uint8_t* xs = base + kWBytes + (g * R::kXRow + 8 * t) * 2;
-      const float bscale = FMT == GS_MOE_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
-      float part[FMT == GS_MOE_BLOCK_FP8 ? NT : 1][4] = {};
+      const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
+      float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
       // MXFP8: the stage's E8M0 bytes (one per chunk) of the two accumulator columns 2t, 2t + 1 of each n8
       // tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
-      uint2 sw[FMT == GS_MOE_MXFP8 ? NT : 1];
+      uint2 sw[FMT == GS_FMT_MXFP8 ? NT : 1];
       bool exact_scale = false;
-      if (FMT == GS_MOE_MXFP8) {
+      if (FMT == GS_FMT_MXFP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           sw[nt] = *reinterpret_cast<const uint2*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * 4);
@@ -817,7 +808,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};  // K elements 8t+4..8t+7
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
-            if constexpr (FMT == GS_MOE_BF16) {
+            if constexpr (FMT == GS_FMT_BF16) {
               const uint4 v = *reinterpret_cast<const uint4*>(base + boff[u] + nt * 8 * R::kRowBytes);
               gs_mma_bf16(acc[nt], k0, v.x, v.y);
               gs_mma_bf16(acc[nt], k1, v.z, v.w);
@@ -825,9 +816,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
               const uint2 v = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
               const uint32_t b0 = gs_e4m3x2_to_f16x2(v.x), b1 = gs_e4m3x2_to_f16x2(v.x >> 16);
               const uint32_t b2 = gs_e4m3x2_to_f16x2(v.y), b3 = gs_e4m3x2_to_f16x2(v.y >> 16);
-              if constexpr (FMT == GS_MOE_BLOCK_FP8) {
-                gs_mma_f16(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0], k0, b0, b1);
-                gs_mma_f16(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0], k1, b2, b3);
+              if constexpr (FMT == GS_FMT_BLOCK_FP8) {
+                gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k0, b0, b1);
+                gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k1, b2, b3);
               } else {  // MXFP8: the chunk's partial in f32, times its columns' 2^(e-127)
                 float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gs_mma_f16(c, k0, b0, b1);
@@ -843,15 +834,15 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           }
         }
       };
-      if (FMT == GS_MOE_MXFP8 && __any_sync(0xFFFFFFFFu, exact_scale))
+      if (FMT == GS_FMT_MXFP8 && __any_sync(0xFFFFFFFFu, exact_scale))
         chunks(std::true_type{});
       else
         chunks(std::false_type{});
-      if (FMT == GS_MOE_BLOCK_FP8) {
+      if (FMT == GS_FMT_BLOCK_FP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[FMT == GS_MOE_BLOCK_FP8 ? nt : 0][i], bscale, acc[nt][i]);
+          for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0][i], bscale, acc[nt][i]);
       }
     }
     __syncthreads();  // the next row group's prologue refills slots other warps may still read
@@ -963,7 +954,7 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
 // The ring kernel's fp8 path needs x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided device
 // workspace for it, 0 on every other path. Layout: f16 [R, K], then f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
-  const bool x16 = a.fmt != GS_MOE_BF16 && block_m <= 16 && gs_moe_gemm_uses_mma(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && block_m <= 16 && gs_moe_gemm_uses_mma(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 }
 
@@ -996,20 +987,20 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
     hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
   }
-      if (a.fmt == GS_MOE_BF16) GS_LAUNCH_RING(GS_MOE_BF16, 2, 1)
-      else if (a.fmt == GS_MOE_MXFP8) GS_LAUNCH_RING(GS_MOE_MXFP8, 4, 4)
-      else GS_LAUNCH_RING(GS_MOE_BLOCK_FP8, 4, 4)
+      if (a.fmt == GS_FMT_BF16) GS_LAUNCH_RING(GS_FMT_BF16, 2, 1)
+      else if (a.fmt == GS_FMT_MXFP8) GS_LAUNCH_RING(GS_FMT_MXFP8, 4, 4)
+      else GS_LAUNCH_RING(GS_FMT_BLOCK_FP8, 4, 4)
 #undef GS_LAUNCH_RING
       return hipGetLastError();
     }
     dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S));
 #define GS_LAUNCH_MMA(F) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, 4>), grid, dim3(kMmaWarps * 32), 0, stream, a);
-    if (a.fmt == GS_MOE_BF16) {
-      GS_LAUNCH_MMA(GS_MOE_BF16)
-    } else if (a.fmt == GS_MOE_MXFP8) {
-      GS_LAUNCH_MMA(GS_MOE_MXFP8)
+    if (a.fmt == GS_FMT_BF16) {
+      GS_LAUNCH_MMA(GS_FMT_BF16)
+    } else if (a.fmt == GS_FMT_MXFP8) {
+      GS_LAUNCH_MMA(GS_FMT_MXFP8)
     } else {
-      GS_LAUNCH_MMA(GS_MOE_BLOCK_FP8)
+      GS_LAUNCH_MMA(GS_FMT_BLOCK_FP8)
     }
 #undef GS_LAUNCH_MMA
     return hipGetLastError();
@@ -1045,17 +1036,17 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
                                   int64_t s_sk, int64_t s_sn, int64_t s_kblk, int64_t s_nblk, uintptr_t g,
                                   int64_t g_se, uintptr_t map, int64_t S, uintptr_t out) {
   const char* op = "moe_gemm";
-  gs_require(fmt >= GS_MOE_BF16 && fmt <= GS_MOE_Q4_0, op,
-             "fmt is " + std::to_string(fmt) + "; allowed: " GS_MOE_FORMAT_NAMES);
+  gs_require(fmt >= GS_FMT_BF16 && fmt <= GS_FMT_Q4_0, op,
+             "fmt is " + std::to_string(fmt) + "; allowed: " GS_FORMAT_NAMES);
   gs_require(R >= 0 && N >= 0 && E >= 1 && S >= 0, op, "sizes must satisfy R >= 0, N >= 0, E >= 1, S >= 0");
   gs_require(K > 0 && K % kChunk == 0, op, "K is " + std::to_string(K) + "; allowed: a positive multiple of 32");
   gs_require_ptr(op, "x", x, R * K);
   gs_require_ptr(op, "w", w, N * K);
   gs_require_ptr(op, "block_map", map, S * 3);
   gs_require_ptr(op, "out", out, R * N);
-  if (fmt != GS_MOE_BF16) gs_require_ptr(op, "w_scale", s, N * K);
-  if (fmt == GS_MOE_NVFP4) gs_require_ptr(op, "w_global_scale", g, E);
-  gs_require(fmt == GS_MOE_BF16 || fmt == GS_MOE_FP8_FNUZ ||
+  if (fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, N * K);
+  if (fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, E);
+  gs_require(fmt == GS_FMT_BF16 || fmt == GS_FMT_FP8_FNUZ ||
                  (s_kblk == gs_scale_k_block(fmt) && s_nblk == gs_scale_n_block(fmt)),
              op, "scale block sizes are " + std::to_string(s_kblk) + " x " + std::to_string(s_nblk) +
                      " (K x N); allowed for this format: " + std::to_string(gs_scale_k_block(fmt)) + " x " +

@@ -1,7 +1,5 @@
-"""CPU/hybrid MoE, what every part shares (kernels/cpu_moe.py re-exports every name here): weight formats
-and error thresholds, the handshake modes and their device maps, slot and timeout constants, errors, the
-native modules' builders, and the registry of live executors (the custom ops and the watchdog find an
-executor there by its handle).
+"""CPU/hybrid MoE, what every part of the package shares: weight formats and error thresholds, the handshake
+modes and their device maps, slot and timeout constants, errors, and the native modules' builders.
 
 Handshake modes (`HANDSHAKE_MODES`), one executor per device:
 - CPU backend: `direct` (the executor as one custom op, graphsafe::cpu_moe), `recorded` (staged copies plus
@@ -16,31 +14,32 @@ NOTE on devices (what is honest on each backend): the CPU modes emulate a graph 
 dispatcher recorder, which a real CUDA/HIP graph cannot record (a CPU op under CUDA capture is either a host
 sync or runs once at capture). So a CPU-mode executor refuses GPU tensors by name, and GPU tensors always
 take the real handshake: hidden states on the GPU, experts on the CPU, copy GPU->host, compute, copy back
-(seed 000's hybrid layer). Cases are registered at import, before the backend is chosen, so the cases
-(cases/cpu_moe.py, cases/counterexamples/issue350.py) pick the executor from their inputs' device:
+(the hybrid layer of FreeToken issue #350). Cases are registered at import, before the backend is chosen, so
+the cases (cases/cpu_moe.py, cases/counterexamples/issue350.py) pick the executor from their inputs' device:
 `HANDSHAKE_ON_GPU` maps each emulated handshake to the GPU handshake with the same graph semantics.
 Devices compare by type, and by index only when both name one (`same_device`: `cuda` matches `cuda:0`).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import Any
 
 import torch
 
-if TYPE_CHECKING:
-    from kernels.cpu_moe_executor import CpuMoeExecutor
+from kernels.common import native
 
-
+FAMILY_DIR = Path(__file__).resolve().parent
+# The formats the C++ executor decodes (cpu_moe_formats.h), a subset of kernels/common/quant.py FORMATS; their
+# codes are quant.FORMAT_CODES.
 FORMATS = ("bf16", "mxfp4", "nvfp4", "q4_0", "block_fp8")
-_FORMAT_CODES = {"bf16": 0, "mxfp4": 1, "nvfp4": 2, "q4_0": 3, "block_fp8": 4}
-_DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}
+DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1}  # cpu_moe.cpp DType
 
-# Relative-error thresholds, max|out-ref| / max|ref| (PITFALLS "Comparing"; seed 000's FreeToken tests):
-# bf16 and q4_0 0.02, nvfp4 0.03, mxfp4 0.04. block_fp8: 0.02, because the reference dequantizes the very
+# Relative-error thresholds, max|out-ref| / max|ref|, the ones FreeToken issue #350's tests use: bf16 and q4_0
+# 0.02, nvfp4 0.03, mxfp4 0.04 (a max-relative measure, not elementwise: near-zero outputs of a quantized layer
+# carry the absolute error of the large ones). block_fp8: 0.02, because the reference dequantizes the very
 # same e4m3 bytes and f32 scales (bit-identical rows, tests check it), so as for bf16 the only error left
 # is the bf16 rounding of h and of the output (2^-8 relative each) plus f32 summation order.
 THRESHOLDS = {"bf16": 0.02, "q4_0": 0.02, "mxfp4": 0.04, "nvfp4": 0.03, "block_fp8": 0.02}
@@ -67,17 +66,18 @@ HANDSHAKE_ON_CPU = {"memop": "recorded", "hostfn": "direct", "eager": "eager"}
 OVERLAP_MODES = ("recorded", "unrecorded", "memop", "hostfn")
 
 SIGNAL_STRIDE = 128  # bytes per slot in the signal block: req at +0, done at +64 (cpu_moe.cpp kSignalStride)
-DEFAULT_DECODE_LIMIT = 512  # the engine's usual max decode batch; graph sizes may exceed it (seed 000)
+# The engine's usual max decode batch; graph sizes may exceed it (FreeToken issue #350: a fixed capacity of 16
+# slots failed for larger configured graph sizes, so capacity is derived from them).
+DEFAULT_DECODE_LIMIT = 512
 PROBE_SLOTS = 4  # spare slots for probes: a slot a failed probe used is quarantined, never reused
 PROBE_TOKENS = 2
 # A GPU wait-value has no timeout; the emulated one waits this long before the op reports a hang.
 EMULATED_WAIT_TIMEOUT_S = 30.0
 # close() on a GPU waits this long for the device to drain before its watchdog answers the executor's waits.
-# A decode step's handshake takes about a millisecond (bench/cpu_moe_gpu_smoke.py replays: 0.6-0.8 ms), so
-# 10 s is only ever reached by a wait that nobody answers.
+# A decode step's handshake takes about a millisecond (0.6-0.8 ms per replay on the H200,
+# reports/measurements/h200-2026-11-30-session2/cpu_moe_gpu_smoke.txt), so 10 s is only ever reached by a wait
+# that nobody answers.
 CLOSE_DRAIN_S = 10.0
-
-_SRC = Path(__file__).resolve().parent
 
 
 class HandshakeError(RuntimeError):
@@ -92,7 +92,8 @@ class UnsafeExecutorCapture(RuntimeError):
     """Direct capture of an executor whose handshake probe failed (or was never run)."""
 
 
-def _choice(field_name: str, value: Any, allowed: Sequence[Any]) -> None:
+def check_choice(field_name: str, value: Any, allowed: Sequence[Any]) -> None:
+    """ValueError naming the field and the allowed values unless `value` is one of them."""
     if value not in allowed:
         raise ValueError(f"{field_name} must be one of {tuple(allowed)}, got {value!r}")
 
@@ -109,35 +110,11 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
 # ------------------------------------------------------------------------------------ native modules
 
 
-def cpu_module() -> Any:
-    """The C++ executor (g++, no torch headers; about 15 s cold, cached by kernels/build.py)."""
-    from kernels.build import build_extension
-
-    return build_extension(
-        "graphsafe_cpu_moe", [_SRC / "cpu" / "cpu_moe.cpp"], backend="cpu", extra_flags=("-O3",)
-    )
+def cpu_module() -> ModuleType:
+    """The C++ executor, cpu_moe.cpp (g++, no torch headers; about 15 s cold, then cached on disk)."""
+    return native.load(FAMILY_DIR, "cpu_moe", "cpu", ("-O3",))
 
 
-def handshake_module() -> Any:
-    """The GPU half (nvcc compiles the .hip as CUDA, hipcc on ROCm); needs a device."""
-    from kernels.build import build_extension, detect_backend
-
-    backend = detect_backend()
-    if backend == "cpu":
-        raise RuntimeError(
-            "the GPU handshake needs a CUDA or ROCm device; torch.cuda.is_available() is False"
-        )
-    return build_extension("graphsafe_handshake", [_SRC / "hip" / "handshake.hip"], backend=backend)
-
-
-# ------------------------------------------------------------------------------------ live executors
-
-
-_EXECUTORS: dict[int, CpuMoeExecutor] = {}
-_HANDLES = itertools.count(1)
-
-
-def _executor(handle: int) -> CpuMoeExecutor:
-    if handle not in _EXECUTORS:
-        raise ValueError(f"no live CpuMoeExecutor with handle {handle}")
-    return _EXECUTORS[handle]
+def handshake_module() -> ModuleType:
+    """The GPU half, handshake.hip (nvcc compiles it as CUDA, hipcc on ROCm); needs a device."""
+    return native.load(FAMILY_DIR, "handshake", "gpu")

@@ -31,6 +31,9 @@ import torch
 from torch import Tensor
 
 FORMATS = ("bf16", "mxfp8", "fp8_fnuz", "block_fp8", "mxfp4", "nvfp4", "q4_0")
+# The code each format has in C++ (kernels/common/gs_formats.h, GsFormat): the one table every op family hands
+# formats over with. tests/test_quant.py pins it against the header.
+FORMAT_CODES = {name: code for code, name in enumerate(FORMATS)}
 
 MX_BLOCK = 32  # OCP MX v1.0: one shared E8M0 scale per 32 elements
 NVFP4_BLOCK = 16  # NVFP4: one e4m3 scale per 16 elements

@@ -43,7 +43,7 @@ void moe_gemm_cpu(const GsMoeArgs& a, int zero_unwritten) {
         gs_load_chunk_strided(a, expert, chunk, n, words);
         gs_decode_chunk(a.fmt, words, w);
         const float s0 = gs_k_scale(a, expert, chunk * kChunk, n);
-        const float s1 = a.fmt == GS_MOE_NVFP4 ? gs_k_scale(a, expert, chunk * kChunk + 16, n) : 0.0f;
+        const float s1 = a.fmt == GS_FMT_NVFP4 ? gs_k_scale(a, expert, chunk * kChunk + 16, n) : 0.0f;
         for (int64_t m = 0; m < rows; ++m) {
           const uint16_t* xp = a.x + (row0 + m) * a.x_sr + chunk * kChunk;
           for (int j = 0; j < kChunk; ++j) xf[j] = gs_bf16_to_float(xp[j]);

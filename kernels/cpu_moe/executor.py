@@ -1,64 +1,61 @@
-"""CPU/hybrid MoE, the executor (kernels/cpu_moe.py re-exports every name here): CpuMoeExecutor, one MoE
-layer on CPU threads with executor-owned slots and signals kept across graph rebuilds, its graph policy, and
-the layer's forward on each device (kernels/cpu_moe_ops.py on the CPU backend, kernels/cpu_moe_gpu.py on a
-GPU); Faults, the fault injection that its handshakes and its probe read (tests only).
+"""CPU/hybrid MoE, the executor's core: ExecutorCore, one MoE layer's experts on CPU threads with
+executor-owned slots and signals kept across graph rebuilds, its memory, its graph policy and its eager
+computation; the registry of live executors (the custom ops find an executor there by its handle, `wait_guard`
+answers all of their waits); Faults, the fault injection that the handshakes and the probe read (tests only).
 
-NOTE on the hybrid layer (seed 000: "real hybrid CPU/GPU computation with overlap on/off"): the executor is
-the layer; with `shared=` (a SharedExpert, torch ops on the layer's device) its output is the CPU experts'
-contribution plus the GPU part's, and `overlap` picks where the GPU part runs. off: stage in, notify, wait,
-copy back, GPU part, combine. on: stage in, notify, GPU part, wait, copy back, combine, in one stream's
-order. The notify does not block the stream (a write-value, or a host function that only stores req), so
-the GPU part's kernels run while the CPU service computes, and the wait after them blocks only until the
-answer. On the CPU backend each step is a recorded op (the emulated wait is queued on a thread by the
-notify). On a GPU the halves are handshake.hip's `enqueue_notify` and `enqueue_wait` (`_gpu_overlapped`),
-and a capture records the GPU part's kernel nodes between the notify and wait nodes. Why one stream and not
-the GPU part forked onto a second stream around the fused handshake (this layer's first GPU version): the
-graph stays one chain, the GPU part's memory is allocated and freed in one stream's order, and both
-backends have one structure. Overlap off keeps the fused `enqueue` (hostfn: one host node that runs the CPU
-layer itself). The probe captures the handshake alone in the form the layer uses: with overlap, notify
-then wait (on a GPU the split entry points; hostfn: two host nodes, the service thread computes); the cases
-check the whole layer.
+The layer's forward through a handshake is CpuMoeExecutor (kernels/cpu_moe/layer.py), built on this core; the
+handshakes (cpu_handshake.py, gpu_handshake.py) and the probe work on the core, so imports run one way:
+settings, weights, watchdog -> executor -> handshakes -> layer, probe.
+
+NOTE on the hybrid layer (FreeToken issue #350: "real hybrid CPU/GPU computation with overlap on/off"): the
+executor is the layer; with `shared=` (a SharedExpert, torch ops on the layer's device) its output is the CPU
+experts' contribution plus the GPU part's, and `overlap` picks where the GPU part runs. off: stage in, notify,
+wait, copy back, GPU part, combine. on: stage in, notify, GPU part, wait, copy back, combine, in one stream's
+order. The notify does not block the stream (a write-value, or a host function that only stores req), so the
+GPU part's kernels run while the CPU service computes, and the wait after them blocks only until the answer.
+On the CPU backend each step is a recorded op (the emulated wait is queued on a thread by the notify:
+QueuedWait). On a GPU the halves are handshake.hip's `enqueue_notify` and `enqueue_wait`, and a capture records
+the GPU part's kernel nodes between the notify and wait nodes. One stream, not the GPU part forked onto a
+second stream around the fused handshake: the graph stays one chain, the GPU part's memory is allocated and
+freed in one stream's order, and both backends have one structure. Overlap off keeps the fused `enqueue`
+(hostfn: one host node that runs the CPU layer itself). The probe captures the handshake alone in the form the
+layer uses: with overlap, notify then wait (on a GPU the split entry points; hostfn: two host nodes, the
+service thread computes); the cases check the whole layer.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from kernels.cpu_moe_common import (
-    _DTYPE_CODES,
-    _EXECUTORS,
-    _FORMAT_CODES,
-    _HANDLES,
+from harness import FallbackEager
+from kernels.common.quant import FORMAT_CODES
+from kernels.cpu_moe.settings import (
     CLOSE_DRAIN_S,
     DEVICE_MODES,
+    DTYPE_CODES,
+    EMULATED_WAIT_TIMEOUT_S,
     HANDSHAKE_MODES,
     OVERLAP_MODES,
     PROBE_SLOTS,
     PROBE_TOKENS,
     SIGNAL_STRIDE,
-    HandshakeNotCapturable,
+    HandshakeError,
     UnsafeExecutorCapture,
-    _choice,
+    check_choice,
     cpu_module,
     handshake_module,
     same_device,
 )
-from kernels.cpu_moe_gpu import _gpu_forward
-from kernels.cpu_moe_ops import (
-    _cpu_capturing,
-    _join_queued_wait,
-    _plain_notify_wait,
-    _queue_notify_wait,
-    _QueuedWait,
-)
-from kernels.cpu_moe_watchdog import Watchdog
-from kernels.cpu_moe_weights import ExpertBank, SharedExpert, reference_layer
+from kernels.cpu_moe.watchdog import Watchdog
+from kernels.cpu_moe.weights import ExpertBank, SharedExpert, reference_layer
 
 
 @dataclass
@@ -72,7 +69,7 @@ class Faults:
 
 
 @dataclass
-class _Slot:
+class Slot:
     index: int
     tokens: int
     host: int  # host address of the slot buffer
@@ -81,7 +78,64 @@ class _Slot:
     quarantined: bool = False
 
 
-def _check_gpu_part(
+class QueuedWait:
+    """The emulated stream's notify+wait for one slot, queued on a thread (CPU backend, overlap on).
+
+    NOTE: the token protocol stays the C++ notify_wait's (req := 1, wait done == 1, done := 0, with release/
+    acquire ordering), run on a thread that stands for the GPU queue: the caller's thread is then free to run
+    the GPU part while the service thread computes, as a stream runs kernels queued behind a wait-value's
+    writer. Thread start and join order the slot buffers' writes and reads on every architecture, which
+    plain Python stores into the signal words would not.
+    """
+
+    def __init__(self, service: Any, slot: int, name: str) -> None:
+        self.answered: bool | None = None
+        self.error: BaseException | None = None
+
+        def run() -> None:
+            try:
+                self.answered = service.notify_wait(slot, int(EMULATED_WAIT_TIMEOUT_S * 1e6))
+            except BaseException as exc:  # reported by the wait
+                self.error = exc
+
+        self.thread = threading.Thread(target=run, name=name, daemon=True)
+        self.thread.start()
+
+
+# ------------------------------------------------------------------------------------ live executors
+
+
+_LIVE: dict[int, ExecutorCore] = {}
+_HANDLES = itertools.count(1)
+
+
+def executor_by_handle(handle: int) -> ExecutorCore:
+    """The live executor with this handle (the custom ops carry handles, not objects)."""
+    if handle not in _LIVE:
+        raise ValueError(f"no live CpuMoeExecutor with handle {handle}")
+    return _LIVE[handle]
+
+
+@contextlib.contextmanager
+def wait_guard(deadline_s: float, *, period_s: float = 0.01, max_s: float = 600.0) -> Iterator[Watchdog]:
+    """Run a block under a watchdog: past `deadline_s` it answers every live executor's waits (every
+    `period_s`) until the block exits, so no GPU wait-value in the block can hang the queue for good.
+    `guard.releases > 0` afterwards says it had to: the block's results are then not to be trusted."""
+    done = threading.Event()
+
+    def release_all_live() -> None:
+        for ex in list(_LIVE.values()):
+            ex.release_all()
+
+    guard = Watchdog(release_all_live, done.is_set, deadline_s=deadline_s, period_s=period_s, max_s=max_s)
+    try:
+        yield guard
+    finally:
+        done.set()
+        guard.join(5.0)
+
+
+def check_gpu_part(
     shared: SharedExpert | None,
     overlap: bool,
     mode: str,
@@ -109,8 +163,9 @@ def _check_gpu_part(
         )
 
 
-class CpuMoeExecutor:
-    """One MoE layer on CPU threads, with executor-owned slots and signals kept across graph rebuilds.
+class ExecutorCore:
+    """One MoE layer's experts on CPU threads, with executor-owned slots and signals kept across graph
+    rebuilds; CpuMoeExecutor (layer.py) adds the forward through the handshake of `mode`.
 
     graph_sizes: the batch sizes graphs are captured for; one slot each (any number, > 16, above the
     decode limit: capacity is derived from them, never clamped), plus PROBE_SLOTS probe slots and one eager
@@ -139,9 +194,9 @@ class CpuMoeExecutor:
         shared: SharedExpert | None = None,
         overlap: bool = False,
     ) -> None:
-        _choice("mode", mode, HANDSHAKE_MODES)
-        _choice("policy", policy, ("fallback", "strict"))
-        _choice("dtype", dtype, tuple(_DTYPE_CODES))
+        check_choice("mode", mode, HANDSHAKE_MODES)
+        check_choice("policy", policy, ("fallback", "strict"))
+        check_choice("dtype", dtype, tuple(DTYPE_CODES))
         if not graph_sizes or any(int(s) < 1 for s in graph_sizes):
             raise ValueError(
                 f"graph_sizes must be a non-empty list of positive sizes, got {list(graph_sizes)}"
@@ -157,10 +212,10 @@ class CpuMoeExecutor:
         if self.device.type == "cuda" and self.device.index is None:
             # Resolve now: streams, mapped memory and the inputs' check all refer to one concrete device.
             self.device = torch.device("cuda", torch.cuda.current_device())
-        _check_gpu_part(shared, overlap, mode, bank.hidden, dtype, self.device)
+        check_gpu_part(shared, overlap, mode, bank.hidden, dtype, self.device)
         self.bank, self.top_k, self.mode, self.dtype, self.policy = bank, top_k, mode, dtype, policy
         self.shared, self.overlap = shared, bool(overlap)
-        self._queued: dict[int, _QueuedWait] = {}  # CPU backend, overlap on: waits queued behind a notify
+        self._queued: dict[int, QueuedWait] = {}  # CPU backend, overlap on: waits queued behind a notify
         self.graph_sizes = tuple(sorted({int(s) for s in graph_sizes}))
         self.faults = faults or Faults()
         self.graphs_enabled = False
@@ -169,14 +224,14 @@ class CpuMoeExecutor:
         # batch-memop nodes as the HIP path always does, so that path is testable on NVIDIA too.
         self.explicit_memop_nodes = False
         self.last_watchdog: Watchdog | None = None
-        self._in_flight: list[Any] = []  # probe graphs a watchdog is still draining: never freed early
+        self.in_flight: list[Any] = []  # probe graphs a watchdog is still draining: never freed early
         self.handle = next(_HANDLES)
-        self._mod = cpu_module()
-        self._hs = handshake_module() if self.device.type == "cuda" else None
+        self.executor_lib = cpu_module()
+        self.handshake_lib = handshake_module() if self.device.type == "cuda" else None
         self.max_slots = len(self.graph_sizes) + PROBE_SLOTS + 1
-        self._ex = self._mod.Executor(num_threads, self.max_slots)
-        self._ex.set_layer(
-            _FORMAT_CODES[bank.fmt],
+        self.service = self.executor_lib.Executor(num_threads, self.max_slots)
+        self.service.set_layer(
+            FORMAT_CODES[bank.fmt],
             bank.num_experts,
             bank.hidden,
             bank.inter,
@@ -186,21 +241,21 @@ class CpuMoeExecutor:
         self._keep: list[Any] = []  # CPU memory backing slots and signals
         self._mapped: list[int] = []  # GPU mapped host allocations to free
         self._signals_host, self._signals_dev = self._alloc(self.max_slots * SIGNAL_STRIDE)
-        self._slots: dict[int, _Slot] = {}
-        self._probe_slots: list[_Slot] = []
+        self.graph_slots: dict[int, Slot] = {}
+        self.probe_slots: list[Slot] = []
         for tokens in self.graph_sizes:
-            self._slots[tokens] = self._add_slot(tokens)
+            self.graph_slots[tokens] = self._add_slot(tokens)
         for _ in range(PROBE_SLOTS):
-            self._probe_slots.append(self._add_slot(PROBE_TOKENS))
-        self._eager_slot = self._add_slot(max(self.graph_sizes))
-        self._ex.start_service()
+            self.probe_slots.append(self._add_slot(PROBE_TOKENS))
+        self.eager_slot = self._add_slot(max(self.graph_sizes))
+        self.service.start_service()
         self.closed = False
-        _EXECUTORS[self.handle] = self
+        _LIVE[self.handle] = self
 
     # -- memory --------------------------------------------------------------------------------------------
     def _alloc(self, nbytes: int) -> tuple[int, int]:
-        if self._hs is not None:
-            host, dev = self._hs.alloc_mapped(nbytes)
+        if self.handshake_lib is not None:
+            host, dev = self.handshake_lib.alloc_mapped(nbytes)
             self._mapped.append(host)
             return host, dev
         buf = torch.zeros(nbytes + 64, dtype=torch.uint8)
@@ -208,60 +263,60 @@ class CpuMoeExecutor:
         addr = (buf.data_ptr() + 63) // 64 * 64
         return addr, addr
 
-    def _add_slot(self, tokens: int) -> _Slot:
-        code = _DTYPE_CODES[self.dtype]
-        layout = dict(self._ex.slot_layout(tokens, self.top_k, code))
+    def _add_slot(self, tokens: int) -> Slot:
+        code = DTYPE_CODES[self.dtype]
+        layout = dict(self.service.slot_layout(tokens, self.top_k, code))
         host, dev = self._alloc(layout["total"])
-        index = self._ex.add_slot(
-            tokens, self.top_k, code, host, self._signals_host + self._ex.num_slots * SIGNAL_STRIDE
+        index = self.service.add_slot(
+            tokens, self.top_k, code, host, self._signals_host + self.service.num_slots * SIGNAL_STRIDE
         )
-        return _Slot(index, tokens, host, dev, layout)
+        return Slot(index, tokens, host, dev, layout)
 
-    def signal_dev(self, slot: _Slot) -> tuple[int, int]:
+    def signal_dev(self, slot: Slot) -> tuple[int, int]:
         """Device-visible addresses of the slot's req and done words (the memop handshake's)."""
         base = self._signals_dev + slot.index * SIGNAL_STRIDE
         return base, base + 64
 
-    def signal_host(self, slot: _Slot) -> tuple[int, int]:
+    def signal_host(self, slot: Slot) -> tuple[int, int]:
         """Host addresses of the same words (the split hostfn handshake's host functions write them)."""
         base = self._signals_host + slot.index * SIGNAL_STRIDE
         return base, base + 64
 
     @property
     def num_threads(self) -> int:
-        return self._ex.num_threads
+        return self.service.num_threads
 
-    def slot_for(self, tokens: int) -> _Slot:
-        if tokens not in self._slots:
+    def slot_for(self, tokens: int) -> Slot:
+        if tokens not in self.graph_slots:
             raise ValueError(
                 f"batch size {tokens} has no graph slot: graph_sizes={list(self.graph_sizes)} "
                 "(capacity is derived from the configured graph sizes)"
             )
-        return self._slots[tokens]
+        return self.graph_slots[tokens]
 
     def release_all(self) -> None:
         """Watchdog action: answer every slot's wait without computing (the GPU queue must never hang). The
         slots' results are then meaningless; callers report the step that needed it as failed."""
-        for index in range(self._ex.num_slots):
-            self._ex.release(index)
+        for index in range(self.service.num_slots):
+            self.service.release(index)
 
     def close(self) -> None:
         if self.closed:
             return
         self.closed = True
         try:
-            if self._hs is not None:
+            if self.handshake_lib is not None:
                 self._drain_gpu()
         finally:
             for index, queued in list(self._queued.items()):  # a step abandoned between notify and wait
-                self._ex.release(index)
+                self.service.release(index)
                 queued.thread.join(1.0)
             self._queued.clear()
-            self._ex.stop_service()
-            _EXECUTORS.pop(self.handle, None)
-            if self._hs is not None:
+            self.service.stop_service()
+            _LIVE.pop(self.handle, None)
+            if self.handshake_lib is not None:
                 for host in self._mapped:
-                    self._hs.free_mapped(host)
+                    self.handshake_lib.free_mapped(host)
                 self._mapped.clear()
 
     def _drain_gpu(self) -> None:
@@ -294,11 +349,11 @@ class CpuMoeExecutor:
         self.graphs_enabled = bool(ok)
         self.disabled_reason = "" if ok else (reason or "disabled")
 
-    def _check_capture_allowed(self, force: bool) -> None:
+    def check_capture_allowed(self, force: bool) -> None:
+        """At capture: nothing when graphs are enabled (or `force`), else FallbackEager (policy "fallback")
+        or UnsafeExecutorCapture (policy "strict")."""
         if self.graphs_enabled or force:
             return
-        from harness.errors import FallbackEager
-
         why = f"CPU MoE handshake unsafe for graphs ({self.disabled_reason}); running eagerly"
         if self.policy == "fallback":
             raise FallbackEager(why)
@@ -323,84 +378,51 @@ class CpuMoeExecutor:
             if not same_device(x.device, self.device):
                 raise ValueError(
                     f"{name} is on {x.device} but this {self.mode!r} executor runs on {self.device} "
-                    "(module note on devices)"
+                    "(kernels/cpu_moe/settings.py, note on devices)"
                 )
             if not x.is_contiguous():
                 raise ValueError(f"{name} must be contiguous, got strides {tuple(x.stride())}")
 
-    def __call__(
-        self,
-        hidden: torch.Tensor,
-        expert_ids: torch.Tensor,
-        router_weights: torch.Tensor,
-        *,
-        force_capture: bool = False,
-    ) -> torch.Tensor:
-        self.validate(hidden, expert_ids, router_weights)
-        if self.device.type == "cuda":
-            with torch.cuda.device(hidden.device):
-                return _gpu_forward(self, hidden, expert_ids, router_weights, force_capture=force_capture)
-        if _cpu_capturing():
-            self._check_capture_allowed(force_capture)
-            if self.mode == "eager":
-                raise HandshakeNotCapturable(
-                    "handshake mode 'eager' computes directly and cannot be captured; use 'recorded'"
-                )
-        if self.mode in ("direct", "eager"):
-            moe = torch.ops.graphsafe.cpu_moe(hidden, expert_ids, router_weights, self.handle)
-            return self._after_handshake(moe, hidden)  # overlap is refused for these modes (OVERLAP_MODES)
-        slot = self.slot_for(hidden.shape[0])
-        # Without the graph-node API the notify/wait cannot become nodes: it runs at capture only.
-        recorded = self.mode == "recorded" and not self.faults.graph_api_unsupported
-        return self._emulated_handshake(
-            slot, hidden, expert_ids, router_weights, recorded=recorded, gpu_part=self.shared
-        )
-
-    def _after_handshake(self, moe: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    def after_handshake(self, moe: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
         """overlap off (or no overlap possible): the GPU part after the copy back, then combine."""
         if self.shared is None:
             return moe
         return moe + self.shared(hidden)
 
-    def _emulated_handshake(
-        self,
-        slot: _Slot,
-        hidden: torch.Tensor,
-        ids: torch.Tensor,
-        weights: torch.Tensor,
-        *,
-        recorded: bool,
-        gpu_part: SharedExpert | None = None,
-    ) -> torch.Tensor:
-        """The layer on the CPU backend, each step a recorded op in a GPU stream's order (or, unrecorded, a
-        plain call that runs at capture only). overlap off: stage in, notify+wait, stage out, GPU part,
-        combine. overlap on: stage in, notify, GPU part, wait, stage out, combine: the GPU part's torch ops
-        run while the service thread computes (the wait was queued on a thread by the notify, as a stream
-        queues a wait-value). The probe passes gpu_part=None: with overlap it still takes the split ops."""
-        token = torch.ops.graphsafe.cpu_moe_stage_in(hidden, ids, weights, self.handle, slot.index)
-        gpu_out = None
-        if not self.overlap:
-            if recorded:
-                token = torch.ops.graphsafe.cpu_moe_notify_wait(token, self.handle, slot.index)
-            else:
-                _plain_notify_wait(self, slot.index)  # a pybind11 call: the emulated graph never sees it
-        else:
-            if recorded:
-                token = torch.ops.graphsafe.cpu_moe_notify(token, self.handle, slot.index)
-            else:
-                _queue_notify_wait(self, slot.index)  # plain calls: run at capture only, like the above
-            if gpu_part is not None:
-                gpu_out = gpu_part(hidden)
-            if recorded:
-                token = torch.ops.graphsafe.cpu_moe_wait(token, self.handle, slot.index)
-            else:
-                _join_queued_wait(self, slot.index)
-        moe = torch.ops.graphsafe.cpu_moe_stage_out(token, self.handle, slot.index)
-        if gpu_part is None:
-            return moe
-        if gpu_out is None:
-            gpu_out = gpu_part(hidden)  # overlap off: after the copy back
-        return moe + gpu_out
+    # -- the emulated notify/wait (CPU backend) --------------------------------------------------------------
+    def notify_wait(self, slot: int) -> None:
+        """Post the slot's token and wait for the CPU side's answer (HandshakeError past the timeout)."""
+        if not self.service.notify_wait(slot, int(EMULATED_WAIT_TIMEOUT_S * 1e6)):
+            raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
+
+    def queue_notify_wait(self, slot: int) -> None:
+        """The notify alone (overlap on): its wait runs on a QueuedWait thread, as a stream queues it."""
+        self.drain_queued(slot)
+        self._queued[slot] = QueuedWait(self.service, slot, f"cpu-moe-queue-{self.handle}-{slot}")
+
+    def join_queued_wait(self, slot: int) -> None:
+        """The wait behind `queue_notify_wait`: HandshakeError if it was not answered."""
+        queued = self._queued.pop(slot, None)
+        if queued is None:
+            raise HandshakeError(f"wait on slot {slot} without a notify before it")
+        queued.thread.join(EMULATED_WAIT_TIMEOUT_S + 5.0)
+        if queued.error is not None:
+            raise HandshakeError(f"slot {slot}: {type(queued.error).__name__}: {queued.error}")
+        if queued.thread.is_alive() or not queued.answered:
+            raise HandshakeError(f"CPU side did not answer slot {slot} within {EMULATED_WAIT_TIMEOUT_S} s")
+
+    def drain_queued(self, slot: int) -> None:
+        """A step that stopped between notify and wait (an exception in the GPU part) left its wait queued; a
+        stream would run it before the next step's copies, so it drains first: its answer is consumed by its
+        own wait, never by the next step's, and the CPU is done reading the slot before new inputs land."""
+        stale = self._queued.pop(slot, None)
+        if stale is not None:
+            stale.thread.join(EMULATED_WAIT_TIMEOUT_S + 5.0)
+
+    @property
+    def pending_waits(self) -> tuple[int, ...]:
+        """Slots whose queued wait has not been joined (a step abandoned between notify and wait)."""
+        return tuple(self._queued)
 
     def reference(
         self, hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor
@@ -416,9 +438,9 @@ class CpuMoeExecutor:
                 f"expert_ids must lie in [0, {self.bank.num_experts}), got [{int(ids.min())}, {int(ids.max())}]"
             )
         out = torch.empty_like(hidden)
-        self._ex.forward(
+        self.service.forward(
             hidden.data_ptr(),
-            _DTYPE_CODES[hidden.dtype],
+            DTYPE_CODES[hidden.dtype],
             ids.data_ptr(),
             weights.data_ptr(),
             out.data_ptr(),
@@ -428,7 +450,7 @@ class CpuMoeExecutor:
         return out
 
     # -- slot views (CPU memory only) ------------------------------------------------------------------------
-    def slot_tensor(self, slot: _Slot, region: str) -> torch.Tensor:
+    def slot_tensor(self, slot: Slot, region: str) -> torch.Tensor:
         t, k, h = slot.tokens, self.top_k, self.bank.hidden
         shape, dtype = {
             "hidden": ((t, h), self.dtype),
@@ -438,6 +460,12 @@ class CpuMoeExecutor:
         }[region]
         base = self._keep_for(slot.host + slot.layout[region])
         return base.view(dtype)[: math.prod(shape)].view(shape)
+
+    def slot_by_index(self, index: int) -> Slot:
+        for s in [*self.graph_slots.values(), *self.probe_slots, self.eager_slot]:
+            if s.index == index:
+                return s
+        raise ValueError(f"slot {index} not in executor {self.handle}")
 
     def _keep_for(self, addr: int) -> torch.Tensor:
         for buf in self._keep:

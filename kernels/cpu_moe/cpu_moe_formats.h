@@ -21,9 +21,23 @@
 #include <stdexcept>
 #include <string>
 
+#include "gs_formats.h"
+
 namespace graphsafe::cpu_moe {
 
-enum class Format : int { kBF16 = 0, kMXFP4 = 1, kNVFP4 = 2, kQ4_0 = 3, kFP8Block = 4 };
+// The subset of the shared format codes (gs_formats.h) the CPU executor decodes.
+enum class Format : int {
+  kBF16 = GS_FMT_BF16,
+  kMXFP4 = GS_FMT_MXFP4,
+  kNVFP4 = GS_FMT_NVFP4,
+  kQ4_0 = GS_FMT_Q4_0,
+  kFP8Block = GS_FMT_BLOCK_FP8,
+};
+
+inline bool is_supported(int code) {
+  return code == GS_FMT_BF16 || code == GS_FMT_MXFP4 || code == GS_FMT_NVFP4 || code == GS_FMT_Q4_0 ||
+         code == GS_FMT_BLOCK_FP8;
+}
 
 inline const char* format_name(Format f) {
   switch (f) {

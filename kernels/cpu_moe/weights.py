@@ -1,4 +1,4 @@
-"""CPU/hybrid MoE, weights and references (kernels/cpu_moe.py re-exports every name here): one layer's
+"""CPU/hybrid MoE, weights and references: one layer's
 quantized experts (ExpertBank), the hybrid layer's GPU part (SharedExpert), one decode step's routing inputs,
 and the float64 oracles that the cases and the probe compare with.
 """
@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from kernels import quant
-from kernels.cpu_moe_common import FORMATS, _choice
+from kernels.common import quant
+from kernels.cpu_moe.settings import FORMATS, check_choice
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class ExpertBank:
 
 
 def make_bank(fmt: str, num_experts: int, hidden: int, inter: int, seed: int = 0) -> ExpertBank:
-    """Random experts quantized with kernels/quant.py (weights ~ N(0, 1/fan_in), so outputs stay O(1))."""
-    _choice("fmt", fmt, FORMATS)
+    """Random experts quantized with kernels/common/quant.py (weights ~ N(0, 1/fan_in), so outputs stay O(1))."""
+    check_choice("fmt", fmt, FORMATS)
     g = torch.Generator().manual_seed(seed)
     w13 = torch.randn(num_experts, 2 * inter, hidden, generator=g) / math.sqrt(hidden)
     w2 = torch.randn(num_experts, hidden, inter, generator=g) / math.sqrt(inter)
@@ -51,7 +51,7 @@ def reference_moe(
     hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, bank: ExpertBank
 ) -> torch.Tensor:
     """Independent oracle in float64 from quant.dequantize_weight (no intermediate rounding), on CPU."""
-    return _reference_moe_f64(hidden, ids, weights, bank).to(hidden.dtype).to(hidden.device)
+    return reference_moe_f64(hidden, ids, weights, bank).to(hidden.dtype).to(hidden.device)
 
 
 def reference_layer(
@@ -65,13 +65,14 @@ def reference_layer(
     rounded once (both halves unrounded: the layer's own bf16 roundings are what the threshold measures)."""
     if shared is None:
         return reference_moe(hidden, ids, weights, bank)
-    total = _reference_moe_f64(hidden, ids, weights, bank) + shared.reference(hidden)
+    total = reference_moe_f64(hidden, ids, weights, bank) + shared.reference(hidden)
     return total.to(hidden.dtype).to(hidden.device)
 
 
-def _reference_moe_f64(
+def reference_moe_f64(
     hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, bank: ExpertBank
 ) -> torch.Tensor:
+    """The CPU experts' contribution in float64 on CPU, unrounded (reference_moe rounds it once)."""
     w13 = quant.dequantize_weight(bank.w13).double()
     w2 = quant.dequantize_weight(bank.w2).double()
     x = hidden.detach().cpu().double()

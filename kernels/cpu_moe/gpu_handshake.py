@@ -1,30 +1,26 @@
-"""CPU/hybrid MoE, the handshake on a GPU (kernels/cpu_moe.py re-exports every name here): the layer's
-forward through kernels/hip/handshake.hip: `enqueue` (notify and wait in one call, overlap off),
+"""CPU/hybrid MoE, the handshake on a GPU: the layer's forward through handshake.hip: `enqueue` (notify and wait in one call, overlap off),
 `enqueue_notify` and `enqueue_wait` (the halves, with the GPU part between them, overlap on), and
-synchronizing copies (mode `eager`, and batch sizes without a graph slot). The module note on the hybrid
-layer (kernels/cpu_moe_executor.py) says how the halves are ordered.
+synchronizing copies (mode `eager`, and batch sizes without a graph slot). The note on the hybrid layer
+(kernels/cpu_moe/executor.py) says how the halves are ordered.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from kernels.cpu_moe_common import _DTYPE_CODES, HandshakeNotCapturable
-
-if TYPE_CHECKING:
-    from kernels.cpu_moe_executor import CpuMoeExecutor, _Slot
-
+from kernels.cpu_moe.executor import ExecutorCore, Slot
+from kernels.cpu_moe.settings import DTYPE_CODES, HandshakeNotCapturable
 
 HS_MEMOP, HS_HOSTFN = 0, 1
 FLAG_EXPLICIT_NODES = 1  # splice explicit batch-memop nodes into the capture (always on under HIP)
 FLAG_INJECT_UNRECORDED = 2  # fault: memops on a non-capturing stream: they run at capture, never on replay
 
 
-def _gpu_forward(
-    ex: CpuMoeExecutor,
+def gpu_forward(
+    ex: ExecutorCore,
     hidden: torch.Tensor,
     ids: torch.Tensor,
     weights: torch.Tensor,
@@ -36,28 +32,28 @@ def _gpu_forward(
     tokens = hidden.shape[0]
     if ex.mode == "eager":
         if under_capture:
-            ex._check_capture_allowed(force_capture)  # a probed layer: FallbackEager, not a crash
+            ex.check_capture_allowed(force_capture)  # a probed layer: FallbackEager, not a crash
             raise HandshakeNotCapturable(
                 "handshake mode 'eager' uses synchronizing copies and cannot be captured; use 'memop' or 'hostfn'"
             )
-        return ex._after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
+        return ex.after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
     if under_capture:
-        ex._check_capture_allowed(force_capture)
+        ex.check_capture_allowed(force_capture)
         slot = ex.slot_for(tokens)  # no graph slot for this size: a named error, never a shared slot
-    elif tokens in ex._slots:
-        slot = ex._slots[tokens]
+    elif tokens in ex.graph_slots:
+        slot = ex.graph_slots[tokens]
     else:
         # Not a graph size: synchronizing copies (never captured), so the GPU part simply follows.
-        return ex._after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
+        return ex.after_handshake(_gpu_eager(ex, hidden, ids, weights, stream), hidden)
     if ex.shared is None or not ex.overlap:
-        moe = _enqueue(ex, slot, hidden, ids, weights, stream, forced=force_capture)
-        return ex._after_handshake(moe, hidden)
+        moe = enqueue(ex, slot, hidden, ids, weights, stream, forced=force_capture)
+        return ex.after_handshake(moe, hidden)
     return _gpu_overlapped(ex, slot, hidden, ids, weights, stream, forced=force_capture)
 
 
 def _gpu_overlapped(
-    ex: CpuMoeExecutor,
-    slot: _Slot,
+    ex: ExecutorCore,
+    slot: Slot,
     hidden: torch.Tensor,
     ids: torch.Tensor,
     weights: torch.Tensor,
@@ -74,23 +70,23 @@ def _gpu_overlapped(
     the failed step's result, and every later step would lag one behind. So the wait is enqueued anyway (into
     `out`, allocated before the notify so that this cannot fail for memory), then the GPU part's error is
     raised; an error of that wait (a capture the first error invalidated) is dropped in favour of the first.
-    The CPU backend drains such a wait at the next stage-in (`_drain_queued`); a stream takes it in order.
+    The CPU backend drains such a wait at the next stage-in (`ExecutorCore.drain_queued`); a stream takes it in order.
     """
     assert ex.shared is not None
-    flags = _handshake_flags(ex, forced)  # an injected graph-API refusal raises here, before any enqueue
+    flags = handshake_flags(ex, forced)  # an injected graph-API refusal raises here, before any enqueue
     out = torch.empty_like(hidden)
-    _enqueue_notify(ex, slot, hidden, ids, weights, stream, flags)
+    enqueue_notify(ex, slot, hidden, ids, weights, stream, flags)
     try:
         gpu_out = ex.shared(hidden)
     except BaseException:
         with contextlib.suppress(Exception):
-            _enqueue_wait(ex, slot, out, stream, flags)
+            enqueue_wait(ex, slot, out, stream, flags)
         raise
-    _enqueue_wait(ex, slot, out, stream, flags)
+    enqueue_wait(ex, slot, out, stream, flags)
     return out + gpu_out
 
 
-def _handshake_flags(ex: CpuMoeExecutor, forced: bool) -> int:
+def handshake_flags(ex: ExecutorCore, forced: bool) -> int:
     """handshake.hip flags for this executor on the current stream; raises the injected graph-API fault."""
     under_capture = torch.cuda.is_current_stream_capturing()
     flags = FLAG_EXPLICIT_NODES if ex.explicit_memop_nodes else 0
@@ -106,13 +102,13 @@ def _handshake_flags(ex: CpuMoeExecutor, forced: bool) -> int:
     return flags
 
 
-def _hs_mode(ex: CpuMoeExecutor) -> int:
+def _hs_mode(ex: ExecutorCore) -> int:
     return HS_MEMOP if ex.mode == "memop" else HS_HOSTFN
 
 
-def _enqueue(
-    ex: CpuMoeExecutor,
-    slot: _Slot,
+def enqueue(
+    ex: ExecutorCore,
+    slot: Slot,
     hidden: torch.Tensor,
     ids: torch.Tensor,
     weights: torch.Tensor,
@@ -127,12 +123,12 @@ def _enqueue(
     `out`: a preallocated output (the probe's: nothing is allocated inside its capture, whatever memory pool
     the caller has active); else a fresh `empty_like(hidden)`.
     """
-    flags = _handshake_flags(ex, forced)
+    flags = handshake_flags(ex, forced)
     if out is None:
         out = torch.empty_like(hidden)
     req, done = ex.signal_dev(slot)
     lay = slot.layout
-    ex._hs.enqueue(
+    ex.handshake_lib.enqueue(
         stream.cuda_stream,
         _hs_mode(ex),
         flags,
@@ -150,15 +146,15 @@ def _enqueue(
         out.numel() * out.element_size(),
         req,
         done,
-        ex._mod.run_slot_fn(),
-        ex._ex.slot_handle(slot.index),
+        ex.executor_lib.run_slot_fn(),
+        ex.service.slot_handle(slot.index),
     )
     return out
 
 
-def _enqueue_notify(
-    ex: CpuMoeExecutor,
-    slot: _Slot,
+def enqueue_notify(
+    ex: ExecutorCore,
+    slot: Slot,
     hidden: torch.Tensor,
     ids: torch.Tensor,
     weights: torch.Tensor,
@@ -168,7 +164,7 @@ def _enqueue_notify(
     """The first half (overlap on): copies GPU->host, then the notify (write-value req := 1, or a host
     function storing it: the CPU service thread computes)."""
     lay = slot.layout
-    ex._hs.enqueue_notify(
+    ex.handshake_lib.enqueue_notify(
         stream.cuda_stream,
         _hs_mode(ex),
         flags,
@@ -186,10 +182,10 @@ def _enqueue_notify(
     )
 
 
-def _enqueue_wait(ex: CpuMoeExecutor, slot: _Slot, out: torch.Tensor, stream: Any, flags: int) -> None:
+def enqueue_wait(ex: ExecutorCore, slot: Slot, out: torch.Tensor, stream: Any, flags: int) -> None:
     """The second half (overlap on): the wait for done == 1 (consuming it), then the copy host->GPU into
     `out`."""
-    ex._hs.enqueue_wait(
+    ex.handshake_lib.enqueue_wait(
         stream.cuda_stream,
         _hs_mode(ex),
         flags,
@@ -202,10 +198,10 @@ def _enqueue_wait(ex: CpuMoeExecutor, slot: _Slot, out: torch.Tensor, stream: An
 
 
 def _gpu_eager(
-    ex: CpuMoeExecutor, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, stream: Any
+    ex: ExecutorCore, hidden: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor, stream: Any
 ) -> torch.Tensor:
     """Plain synchronizing copies through the eager slot (not capturable; any T up to max(graph_sizes))."""
-    slot, hs, s = ex._eager_slot, ex._hs, stream.cuda_stream
+    slot, hs, s = ex.eager_slot, ex.handshake_lib, stream.cuda_stream
     tokens = hidden.shape[0]
     if tokens > slot.tokens:
         raise ValueError(
@@ -216,9 +212,9 @@ def _gpu_eager(
     hs.copy(slot.host + lay["ids"], ids.data_ptr(), ids.numel() * 4, s)
     hs.copy(slot.host + lay["weights"], weights.data_ptr(), weights.numel() * 4, s)
     hs.sync(s)
-    ex._ex.forward(
+    ex.service.forward(
         slot.host + lay["hidden"],
-        _DTYPE_CODES[hidden.dtype],
+        DTYPE_CODES[hidden.dtype],
         slot.host + lay["ids"],
         slot.host + lay["weights"],
         slot.host + lay["out"],

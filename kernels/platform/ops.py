@@ -1,4 +1,4 @@
-"""Torch custom ops over kernels/hip/graph_platform.hip: the native pieces of the platform conformance cases.
+"""Torch custom ops over graph_platform.hip: the native pieces of the platform conformance cases.
 
 Role: each op is one graph-runtime behaviour (copy nodes with pinned host memory, host-function nodes,
 stream memops, memset nodes, per-graph parameter cells, faults and hangs), registered with
@@ -12,7 +12,6 @@ negative control pass or fail depending on whether eager ran before or after a r
 
 from __future__ import annotations
 
-import functools
 import os
 import pathlib
 import threading
@@ -21,8 +20,9 @@ import types
 import torch
 
 from harness.errors import CaptureError
+from kernels.common import native
 
-_SOURCE = pathlib.Path(__file__).resolve().parent / "hip" / "graph_platform.hip"
+FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 _LOCK = threading.Lock()
 _EAGER_SLOTS: dict[tuple[int, int], int] = {}
 _GRAPH_SLOTS: list[int] = []  # kept forever: a captured graph may replay them until the process ends
@@ -32,12 +32,9 @@ RING_CAPACITY = 16  # the fixed capacity seed 000's fix replaced ("derive capaci
 _KEPT: list[torch.Tensor] = []  # buffers a control deliberately keeps alive (leaks, frozen snapshots)
 
 
-@functools.cache
 def lib() -> types.ModuleType:
-    """Build (cached by source hash) and import the native module."""
-    from kernels.build import build_extension
-
-    return build_extension("graph_platform", [_SOURCE])
+    """Build (cached by content) and import graph_platform.hip for the visible device."""
+    return native.load(FAMILY_DIR, "graph_platform", "gpu")
 
 
 def graph_node_kinds(raw_graph: int) -> dict[str, int]:

@@ -399,9 +399,12 @@ T* ptr(uintptr_t p) {
 }
 
 Matrix make_matrix(int fmt, int64_t E, int64_t N, int64_t K, uintptr_t data, uintptr_t scales, uintptr_t gs) {
-  if (fmt < 0 || fmt > 4) {
-    throw std::invalid_argument("format code " + std::to_string(fmt) +
-                                " not supported: allowed 0 bf16, 1 mxfp4, 2 nvfp4, 3 q4_0, 4 block_fp8");
+  if (!graphsafe::cpu_moe::is_supported(fmt)) {
+    throw std::invalid_argument("format code " + std::to_string(fmt) + " not supported: allowed " +
+                                std::to_string(GS_FMT_BF16) + " bf16, " + std::to_string(GS_FMT_MXFP4) +
+                                " mxfp4, " + std::to_string(GS_FMT_NVFP4) + " nvfp4, " +
+                                std::to_string(GS_FMT_Q4_0) + " q4_0, " + std::to_string(GS_FMT_BLOCK_FP8) +
+                                " block_fp8");
   }
   Matrix m;
   m.fmt = static_cast<Format>(fmt);

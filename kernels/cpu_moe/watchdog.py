@@ -1,32 +1,28 @@
-"""CPU/hybrid MoE, the watchdog (kernels/cpu_moe.py re-exports every name here): it answers a wait that the
-CPU side never answers (a probe's missed deadline, close() on a GPU that does not drain, any block under
-`wait_guard`).
+"""CPU/hybrid MoE, the watchdog: it answers a wait that the CPU side never answers (a probe's missed deadline,
+close() on a GPU that does not drain, any block under `wait_guard` of kernels/cpu_moe/executor.py).
 
 NOTE on waits: a GPU wait-value has no timeout, nor does the split hostfn wait (a host function spinning on
 the same done word). The probe's watchdog releases a wait the CPU never answers (it stores done := 1, which
-either wait reads) and outlives a delayed launch; `wait_guard` is the same for any block of code
-(bench/cpu_moe_gpu_smoke.py): past its deadline it releases every live executor's waits until the block ends.
+either wait reads) and outlives a delayed launch; `wait_guard` is the same for any block of code (the GPU
+tests run under it): past its deadline it releases every live executor's waits until the block ends.
 Watchdog threads never call the GPU runtime (completion is a host word set by a host function): a runtime
 call from another thread would invalidate a global-mode capture that happens to be open.
 """
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Callable, Iterator
-
-from kernels.cpu_moe_common import _EXECUTORS
+from collections.abc import Callable
 
 
 class Watchdog:
     """Releases a wait the CPU side never answered, and keeps doing so until the waiter has drained.
 
-    A GPU wait-value that is never satisfied hangs the queue (PITFALLS "Stream memory operations"). After
-    `deadline_s` the watchdog writes the slot's done word every `period_s` until `drained()` is true: a
-    probe launch delayed past the deadline reaches its wait later, so one release at the deadline is not
-    enough (seed 000: "keep the timeout release alive until a delayed probe launch drains"). `max_s` bounds
+    A GPU wait-value that is never satisfied hangs the queue: it has no timeout, and the runtime offers no way
+    to cancel it. After `deadline_s` the watchdog writes the slot's done word every `period_s` until
+    `drained()` is true: a probe launch delayed past the deadline reaches its wait later, so one release at the
+    deadline is not enough (FreeToken issue #350's fix keeps the release alive until such a launch drains). `max_s` bounds
     the thread's life; `hung` says it gave up (then the device is reported, never silently reused).
     """
 
@@ -71,22 +67,3 @@ class Watchdog:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
-
-
-def _release_all_live() -> None:
-    for ex in list(_EXECUTORS.values()):
-        ex.release_all()
-
-
-@contextlib.contextmanager
-def wait_guard(deadline_s: float, *, period_s: float = 0.01, max_s: float = 600.0) -> Iterator[Watchdog]:
-    """Run a block under a watchdog: past `deadline_s` it answers every live executor's waits (every
-    `period_s`) until the block exits, so no GPU wait-value in the block can hang the queue for good.
-    `guard.releases > 0` afterwards says it had to: the block's results are then not to be trusted."""
-    done = threading.Event()
-    guard = Watchdog(_release_all_live, done.is_set, deadline_s=deadline_s, period_s=period_s, max_s=max_s)
-    try:
-        yield guard
-    finally:
-        done.set()
-        guard.join(5.0)

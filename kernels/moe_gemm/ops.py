@@ -1,7 +1,7 @@
 """Torch custom op ``graphsafe::moe_gemm``: grouped, weight-quantized MoE GEMM over a sync-free block map.
 
-Role: the dispatcher face of kernels/hip/moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and
-kernels/cpu/moe_gemm.cpp (CPU tensors: g++ module). The GPU's CUDA-core kernel does the CPU twin's f32
+Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
+g++ module). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
 on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
 larger: 4 row tiles per warp), deterministic and within TOLERANCE of the twin but not bitwise equal
@@ -19,22 +19,17 @@ fake implementation too, before any pointer reaches C++.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import pathlib
 import types
 
 import torch
 from torch import Tensor
 
-from kernels import build
-from kernels.quant import FORMATS, QuantizedWeight, dequantize_weight
+from kernels.common import native
+from kernels.common.quant import FORMAT_CODES, FORMATS, QuantizedWeight
 
-_HERE = pathlib.Path(__file__).resolve().parent
-GPU_SOURCE = _HERE / "hip" / "moe_gemm.hip"
-CPU_SOURCE = _HERE / "cpu" / "moe_gemm.cpp"
+FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 
-FORMAT_CODES = {name: i for i, name in enumerate(FORMATS)}  # same order as GsMoeFormat in moe_gemm.hip
 WEIGHT_DTYPES = {
     "bf16": torch.bfloat16,
     "mxfp8": torch.float8_e4m3fn,
@@ -57,24 +52,14 @@ SCALE_N_BLOCK = {"block_fp8": 128}
 PACKED = ("mxfp4", "nvfp4", "q4_0")  # two K elements per byte
 
 
-def _hip_hash() -> str:
-    return hashlib.sha256(GPU_SOURCE.read_bytes()).hexdigest()[:16]
-
-
-@functools.cache
 def cpu_module() -> types.ModuleType:
-    # The .cpp includes moe_gemm.hip; its hash in a define keys build.py's cache on the .hip too.
-    return build.build_extension(
-        "gs_moe_gemm_cpu", [CPU_SOURCE], backend="cpu", extra_flags=(f"-DGS_MOE_GEMM_HIP_SHA={_hip_hash()}",)
-    )
+    """The g++ build of moe_gemm.cpp, the CUDA-core kernel's bitwise twin (it includes moe_gemm.hip)."""
+    return native.load(FAMILY_DIR, "moe_gemm", "cpu")
 
 
-@functools.cache
 def gpu_module() -> types.ModuleType:
-    backend = build.detect_backend()
-    if backend == "cpu":
-        raise RuntimeError("moe_gemm gpu_module: no CUDA/ROCm device is visible to torch")
-    return build.build_extension(f"gs_moe_gemm_{backend}", [GPU_SOURCE], backend=backend)
+    """The nvcc (NVIDIA) or hipcc (ROCm) build of moe_gemm.hip for the current device."""
+    return native.load(FAMILY_DIR, "moe_gemm", "gpu")
 
 
 # ------------------------------------------------------------------------------------------ validation
@@ -142,7 +127,7 @@ def moe_gemm_op(
     r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
     out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
     block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
-    module, args = _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
+    module, args = module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
     # The fp8 ring path reads x as row-scaled f16 that the op's first kernel writes here (moe_gemm.hip,
     # gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read.
     nbytes = module.workspace_bytes(*args)
@@ -157,7 +142,7 @@ def _stream(x: Tensor) -> int:
     return torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
 
 
-def _module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
+def module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
     """The C++ module for x's device and the pointer/size/stride arguments both entry points share. The
     caller keeps every tensor whose pointer is passed alive (block_map must already be contiguous)."""
     if x.device.type == "cpu":
@@ -203,7 +188,7 @@ def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) 
     _validate(x, w, s, g, block_map, q.fmt)
     out = torch.empty(x.shape[0], w.shape[2], dtype=torch.bfloat16, device=x.device)
     block_map = block_map.contiguous()
-    module, args = _module_and_args(x, w, s, g, block_map, q.fmt, out, block_m)
+    module, args = module_and_args(x, w, s, g, block_map, q.fmt, out, block_m)
     return module.kernel_path(*args)
 
 
@@ -228,13 +213,3 @@ def moe_gemm(
     """Convenience wrapper: y[R, N] = x @ W[e] per slot, W stored [E, N, K] as `q`."""
     w, s, g = kn_views(q)
     return torch.ops.graphsafe.moe_gemm(x, w, s, g, block_map, q.fmt, block_m, zero_unwritten)
-
-
-def moe_gemm_reference(x: Tensor, q: QuantizedWeight, block_map: Tensor) -> Tensor:
-    """f32 oracle: dequantize (kernels/quant.py), one f32 matmul per slot, zeros where no slot writes."""
-    deq = dequantize_weight(q)  # [E, N, K] f32
-    out = torch.zeros(x.shape[0], deq.shape[-2], dtype=torch.float32, device=x.device)
-    for expert, start, count in block_map.tolist():
-        if 0 <= expert < deq.shape[0] and count > 0:
-            out[start : start + count] = x[start : start + count].float() @ deq[expert].T
-    return out

@@ -1,9 +1,10 @@
-"""Torch custom ops over the kernels: ``torch.ops.graphsafe.<name>``.
+"""The moe_combine family's torch custom ops: ``torch.ops.graphsafe.moe_combine``, ``moe_combine_gate``,
+``shared_expert_gate`` and the negative control ``moe_combine_negative_control``.
 
 Role: registers each launcher as ``torch.library.custom_op("graphsafe::<name>")`` + ``register_fake`` so the
 dispatcher, ``torch.compile``, ``opcheck`` and the CPU graph backend see it as one node. One body serves
-both devices: CPU tensors go to the g++ module (kernels/cpu/moe_combine.cpp), CUDA tensors (NVIDIA or ROCm
-builds of torch) to the nvcc/hipcc module (kernels/hip/moe_combine.hip). Each op allocates its output.
+both devices: CPU tensors go to the g++ module (moe_combine.cpp), CUDA tensors (NVIDIA or ROCm builds of
+torch) to the nvcc/hipcc module (moe_combine.hip). Each op allocates its output.
 
 Unsupported dtypes, shapes and devices are refused with ValueError naming the argument and the allowed
 values, in the fake implementation and before any pointer is handed to C++ (the C++ entry points refuse
@@ -12,38 +13,30 @@ them again: vllm.cpp#509). Importing this module compiles nothing; the first cal
 
 from __future__ import annotations
 
-import functools
 import pathlib
 import types
 
 import torch
 
-from kernels import build
+from kernels.common import native
 
-_HERE = pathlib.Path(__file__).resolve().parent
-CPU_SOURCE = _HERE / "cpu" / "moe_combine.cpp"
-GPU_SOURCE = _HERE / "hip" / "moe_combine.hip"
+FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 
-# Dtype codes shared with kernels/cpu/gs_checks.h. f16 has a code only so that C++ can name it in a refusal.
+# Dtype codes shared with kernels/common/gs_checks.h. f16 has a code only so that C++ can name it in a refusal.
 DTYPE_CODES = {torch.float32: 0, torch.bfloat16: 1, torch.float16: 2}
 STORAGE_DTYPES = (torch.float32, torch.bfloat16)
 _ALLOWED = "allowed: torch.float32, torch.bfloat16"
 DEFECTS = {0: "production", 1: "truncating bf16 store (negative control)"}
 
 
-@functools.cache
 def cpu_module() -> types.ModuleType:
-    """The g++ build of kernels/cpu/moe_combine.cpp (built on first use, then cached on disk)."""
-    return build.build_extension("gs_moe_combine_cpu", [CPU_SOURCE], backend="cpu")
+    """The g++ build of moe_combine.cpp (built on first use, then cached on disk)."""
+    return native.load(FAMILY_DIR, "moe_combine", "cpu")
 
 
-@functools.cache
 def gpu_module() -> types.ModuleType:
-    """The nvcc (NVIDIA) or hipcc (ROCm) build of kernels/hip/moe_combine.hip for the current device."""
-    backend = build.detect_backend()
-    if backend == "cpu":
-        raise RuntimeError("gpu_module: no CUDA/ROCm device is visible to torch")
-    return build.build_extension(f"gs_moe_combine_{backend}", [GPU_SOURCE], backend=backend)
+    """The nvcc (NVIDIA) or hipcc (ROCm) build of moe_combine.hip for the current device."""
+    return native.load(FAMILY_DIR, "moe_combine", "gpu")
 
 
 def _module_and_stream(device: torch.device) -> tuple[types.ModuleType, int]:
@@ -272,8 +265,3 @@ def moe_combine_negative_control(
 def _(expert_out, weights, shared=None, routed_scale=1.0, out_dtype=None, defect=1):
     T, _, H, dtype, _ = _check_combine("moe_combine", expert_out, weights, shared, None, out_dtype)
     return expert_out.new_empty((T, H), dtype=dtype)
-
-
-# The grouped MoE GEMM registers in its own module (issue 5); importing kernels.ops registers every
-# graphsafe:: op of the kernels package's op families at once.
-from kernels import moe_gemm_ops  # noqa: E402, F401

@@ -1,0 +1,82 @@
+"""Build an op family's native module: the one place kernels turn their sources into importable modules.
+
+Role: every op family keeps its sources side by side in its folder, named by one stem: ``<stem>.hip`` for
+CUDA/ROCm devices (nvcc compiles it as CUDA, hipcc as HIP) and ``<stem>.cpp``, its CPU twin, for g++.
+``load(family_dir, stem, "cpu")`` builds the twin, ``load(family_dir, stem, "gpu")`` the device source for the
+visible device; both go through the harness's content-keyed build cache (``harness.native.build``) with this
+folder (hip_compat.h, gs_checks.h, gs_formats.h) on the include path.
+
+The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
+``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of
+the family folder is hashed into a define: editing any of them rebuilds the family's modules.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import pathlib
+import types
+
+from harness.native import build as native_build
+
+COMMON_DIR = pathlib.Path(__file__).resolve().parent
+SOURCE_SUFFIXES = (".hip", ".cpp", ".h", ".hpp")
+DEVICES = ("cpu", "gpu")
+
+
+def gpu_backend() -> str:
+    """``cuda`` or ``hip`` for the visible device; RuntimeError when torch sees no CUDA/ROCm device."""
+    backend = native_build.detect_backend()
+    if backend == "cpu":
+        raise RuntimeError("no CUDA/ROCm device is visible to torch (torch.cuda.is_available() is False)")
+    return backend
+
+
+def source(family_dir: pathlib.Path, stem: str, device: str) -> pathlib.Path:
+    """The source ``load`` builds: ``<stem>.cpp`` for the CPU, ``<stem>.hip`` for a GPU."""
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    path = pathlib.Path(family_dir) / f"{stem}{'.cpp' if device == 'cpu' else '.hip'}"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: op family {pathlib.Path(family_dir).name!r} has no {device} source")
+    return path
+
+
+@functools.cache
+def load(
+    family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()
+) -> types.ModuleType:
+    """Build (once per content, cached on disk) and import ``<stem>`` of ``family_dir`` for ``device``
+    (``cpu``: the g++ twin; ``gpu``: the device source for the visible device)."""
+    backend = "cpu" if device == "cpu" else gpu_backend()
+    return build(family_dir, stem, backend, extra_flags=extra_flags)
+
+
+def build(
+    family_dir: pathlib.Path,
+    stem: str,
+    backend: str,
+    *,
+    arch: str | None = None,
+    extra_flags: tuple[str, ...] = (),
+) -> types.ModuleType:
+    """``load`` for an explicit backend (cpu, cuda, hip) and target architecture: a compile check for a device
+    this machine lacks (e.g. ``build(dir, stem, "cuda", arch="sm_90")`` with nvcc and no GPU).
+
+    The module's name is ``gs_<stem>_<backend>``, its sources see ``-DGS_MODULE_NAME=<name>``; ``extra_flags``
+    go to the compiler after the build cache's own.
+    """
+    family_dir = pathlib.Path(family_dir).resolve()
+    path = source(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
+    flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
+    return native_build.build_extension(
+        f"gs_{stem}_{backend}", [path], [COMMON_DIR, family_dir], backend=backend, arch=arch, extra_flags=flags
+    )
+
+
+def _family_digest(family_dir: pathlib.Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in family_dir.iterdir() if p.suffix in SOURCE_SUFFIXES and p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
