@@ -11,15 +11,15 @@ from __future__ import annotations
 import pytest
 
 from harness import REGISTRY, Result, check
-from harness.case import load_builtin_suite
 from harness.runner import RunOptions, run_isolated
+from harness.suites import default_suites, load_default_suites
 
 PROCESS_KILLING_VERDICTS = ("crash", "timeout")
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "case_name" in metafunc.fixturenames:
-        names = [case.name for case in load_builtin_suite()]
+        names = [case.name for case in load_default_suites()]
         metafunc.parametrize("case_name", names)
 
 
@@ -29,7 +29,13 @@ def test_case_gets_expected_verdict(case_name: str, graph_backend: str) -> None:
     if case.expect in PROCESS_KILLING_VERDICTS:
         results: list[Result] = []
         run_isolated(
-            [case], [], RunOptions(backend=graph_backend), jobs=1, devices=0, on_result=results.append
+            [case],
+            [],
+            RunOptions(backend=graph_backend),
+            jobs=1,
+            devices=0,
+            on_result=results.append,
+            suites=default_suites(),
         )
         result = results[0]
     else:

@@ -7,13 +7,14 @@ the field, so a user's case file fails with one clear line instead of a tracebac
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import math
-import pkgutil
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Any
 
 import torch
 
+from harness import requirements
 from harness.errors import CaseError
 from harness.verdicts import SEVERITY, VERDICTS
 
@@ -42,11 +44,18 @@ class Case:
     bit_exact: demand bitwise equality (eager vs reference, graph vs eager) instead of a tolerance.
     static_inputs: inputs that stay the same between A and B (weights); they are still copied in place.
     mutates: inputs the op is declared to write; others must come back unmodified.
-    family: report grouping; defaults to the defining module's last component.
+    family: report grouping. Default: the name of the module that registered the case, relative to its suite
+        (cases/platform/runtime_nodes.py in the suite `cases` gives `platform.runtime_nodes`), or a case file's
+        stem. An unregistered case gets the same name for the module that defines make_inputs.
     note: why the tolerance or the expectation is what it is.
     deadline: seconds before an isolated run of this case is killed and gets `timeout` (default: the CLI's).
+    replay_tolerance: relative-error threshold for graph replay vs eager, which are otherwise compared bit-exact;
+        only for kernels that are nondeterministic run to run (atomics, split-K), and `note` must say why.
     rebuilds, live_graphs: stress this case always gets, whatever the run's --rebuilds/--live-graphs (the larger
         of the two applies); for cases that check the runtime's rebuild and live-graph behaviour themselves.
+    requires: what the case needs from the machine, e.g. ("gpu", "sm_90", "fp8", "devices>=2")
+        (harness.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
+        with the reason.
     """
 
     name: str
@@ -63,6 +72,9 @@ class Case:
     deadline: float | None = None
     rebuilds: int = 0
     live_graphs: int = 0
+    replay_tolerance: float | None = None
+    requires: tuple[str, ...] = ()
+    _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         label = self.name if isinstance(self.name, str) and self.name else "<unnamed>"
@@ -85,6 +97,20 @@ class Case:
                 raise CaseError(
                     label, "tolerance", f"must be a finite float > 0 or None, got {self.tolerance!r}"
                 )
+        if self.replay_tolerance is not None:
+            value = self.replay_tolerance
+            ok_type = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok_type or not math.isfinite(value) or value <= 0:
+                raise CaseError(
+                    label, "replay_tolerance", f"must be a finite float > 0 or None, got {value!r}"
+                )
+            if not isinstance(self.note, str) or not self.note.strip():
+                raise CaseError(
+                    label,
+                    "note",
+                    "must say why replay and eager may differ when replay_tolerance is set (which kernel is "
+                    "nondeterministic, and how)",
+                )
         if not isinstance(self.expect, str) or self.expect not in VERDICTS:
             raise CaseError(
                 label, "expect", f"unknown verdict {self.expect!r}; allowed values: {', '.join(SEVERITY)}"
@@ -101,6 +127,7 @@ class Case:
             value = getattr(self, field)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise CaseError(label, field, f"must be a whole number >= 0, got {value!r}")
+        object.__setattr__(self, "requires", requirements.validate(label, self.requires))
         if not isinstance(self.bit_exact, bool):
             raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
         for field in ("static_inputs", "mutates"):
@@ -108,8 +135,12 @@ class Case:
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
                 raise CaseError(label, field, f"must be a tuple of input names, got {value!r}")
             object.__setattr__(self, field, tuple(value))
+        if not isinstance(self.family, str):
+            raise CaseError(label, "family", f"must be a string, got {self.family!r}")
+        object.__setattr__(self, "_family_given", bool(self.family))
         if not self.family:
-            object.__setattr__(self, "family", _default_family(self.make_inputs))
+            # Provisional: registration replaces it with the registering module's family.
+            object.__setattr__(self, "family", _family_of_function(self.make_inputs))
 
     def inputs(self, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
         """Call make_inputs and check that it returned a dict of tensors with declared names."""
@@ -139,13 +170,58 @@ class Case:
         return result
 
 
-def _default_family(fn: Callable[..., Any]) -> str:
-    while isinstance(fn, functools.partial):
-        fn = fn.func
-    module = getattr(inspect.unwrap(fn), "__module__", None) or "user"
+# Root modules of the suites loaded or configured in this process (harness.suites adds them before importing
+# a suite), so a module below one gets a family relative to it whichever way it was imported.
+_SUITE_ROOTS: list[str] = []
+
+
+def add_suite_root(module_name: str) -> None:
+    if module_name not in _SUITE_ROOTS:
+        _SUITE_ROOTS.append(module_name)
+
+
+def belongs_to(origin: str, module_name: str) -> bool:
+    """Is `origin` the module `module_name` or a module below it?"""
+    return origin == module_name or origin.startswith(module_name + ".")
+
+
+def family_of_module(module: str) -> str:
+    """The report family of cases defined in `module` (see Case.family)."""
     if module.startswith(USER_MODULE_PREFIX):
         return module[len(USER_MODULE_PREFIX) :].rsplit("_", 1)[0]  # the file's stem, without the path digest
-    return module.rsplit(".", 1)[-1]
+    if module == "__main__":
+        main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+        return Path(main_file).stem if main_file else "user"
+    for root in sorted(_suite_roots(), key=len, reverse=True):  # the innermost suite wins
+        if module.startswith(root + "."):
+            return module[len(root) + 1 :]
+        if module == root:
+            return root.rsplit(".", 1)[-1]
+    return module.rsplit(".", 1)[-1] or "user"
+
+
+_CONFIGURED_ROOTS_ADDED = [False]
+
+
+def _suite_roots() -> list[str]:
+    """Suite roots known so far plus the configured default suites, each under its module's own name (an
+    editable install serves `graphsafe.cases` as the module `cases`, whose cases register as `cases.*`)."""
+    if not _CONFIGURED_ROOTS_ADDED[0]:
+        _CONFIGURED_ROOTS_ADDED[0] = True
+        from harness.suites import default_suites
+
+        for name in default_suites():
+            add_suite_root(name)
+            # An unimportable suite fails where it is loaded, with its reason.
+            with contextlib.suppress(Exception):
+                add_suite_root(importlib.import_module(name).__name__)
+    return _SUITE_ROOTS
+
+
+def _family_of_function(fn: Callable[..., Any]) -> str:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return family_of_module(getattr(inspect.unwrap(fn), "__module__", None) or "user")
 
 
 class Registry:
@@ -164,6 +240,8 @@ class Registry:
             raise CaseError(case.name, "name", "is already registered by another case; names must be unique")
         self._cases[case.name] = case
         self._origin.setdefault(case.name, origin)
+        if origin and not case._family_given:
+            object.__setattr__(case, "family", family_of_module(self._origin[case.name]))
         return case
 
     def origin(self, name: str) -> str:
@@ -215,15 +293,13 @@ def load_case_source(source: str) -> list[Case]:
     except Exception as exc:  # any import-time failure of a user's file is a load error, with its reason
         raise CaseFileError(f"cannot load case source {source!r}: {type(exc).__name__}: {exc}") from exc
     found = [
-        c for c in REGISTRY.cases() if c.name not in before or _belongs(REGISTRY.origin(c.name), module_name)
+        c
+        for c in REGISTRY.cases()
+        if c.name not in before or belongs_to(REGISTRY.origin(c.name), module_name)
     ]
     if not found:
         raise CaseFileError(f"case source {source!r} registered no cases (call harness.register(Case(...)))")
     return found
-
-
-def _belongs(origin: str, module_name: str) -> bool:
-    return origin == module_name or origin.startswith(module_name + ".")
 
 
 def _import_file(path: Path) -> str:
@@ -237,6 +313,14 @@ def _import_file(path: Path) -> str:
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise CaseFileError(f"case file {str(path)!r} is not an importable Python file")
+    # The file's own imports (`from kernels import my_op` in the user's repository) resolve from its package
+    # root, the first folder above it without an __init__.py: pytest's rule for test files. A console script
+    # (`graphsafe verify`) starts with its bin folder on sys.path, not the working directory.
+    root = path.resolve().parent
+    while (root / "__init__.py").is_file() and root.parent != root:
+        root = root.parent
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
@@ -245,15 +329,3 @@ def _import_file(path: Path) -> str:
         del sys.modules[module_name]
         raise
     return module_name
-
-
-def load_builtin_suite() -> list[Case]:
-    """Import every module of the `cases` package (skipping tests and private modules)."""
-    import cases
-
-    for info in pkgutil.walk_packages(cases.__path__, prefix="cases."):
-        leaf = info.name.rsplit(".", 1)[-1]
-        if leaf.startswith(("_", "test_", "conftest")):
-            continue
-        importlib.import_module(info.name)
-    return [c for c in REGISTRY.cases() if _belongs(REGISTRY.origin(c.name), "cases")]

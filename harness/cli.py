@@ -18,14 +18,15 @@ import torch
 
 from harness import fingerprint as fp_module
 from harness.backends import BACKEND_NAMES, resolve_backend_name
-from harness.case import REGISTRY, Case, CaseFileError, load_builtin_suite, load_case_source
-from harness.errors import CaseError
+from harness.case import REGISTRY, Case, CaseFileError, load_case_source
+from harness.errors import BackendUnavailable, CaseError
 from harness.html_report import write_html
 from harness.progress import Progress
 from harness.protocol import DEFAULT_REPLAYS
 from harness.records import Result
 from harness.report import ResultsWriter, default_run_dir, write_junit
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
+from harness.suites import default_suites, load_default_suites
 from harness.summary import read_results, render_summary
 
 
@@ -133,7 +134,7 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
                     found[case.name] = case
             cases = list(found.values())
         else:
-            cases = load_builtin_suite()
+            cases = load_default_suites()
     except (CaseError, CaseFileError) as exc:
         raise UsageError(str(exc)) from exc
     if pattern:
@@ -173,7 +174,9 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
         else:
             devices = torch.cuda.device_count() if backend == "gpu" else 0
             jobs = args.jobs or max(1, devices)
-            run_isolated(cases, list(args.case), options, jobs, devices, on_result)
+            sources = list(args.case)
+            suites = [] if sources else default_suites()
+            run_isolated(cases, sources, options, jobs, devices, on_result, suites=suites)
     finally:
         progress.close()
         writer.close()
@@ -247,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
-    except CaseError as exc:
+    except (CaseError, BackendUnavailable) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
     if args.command == "repro":

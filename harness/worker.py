@@ -5,7 +5,8 @@ an illegal memory access kills the process: running cases here means such a case
 run. The parent (harness.runner) restarts a worker that died or hung.
 
 Answers go to the file descriptor given in GRAPHSAFE_RESULT_FD, not stdout, so whatever a case prints
-cannot corrupt the protocol.
+cannot corrupt the protocol. What to load comes from the parent in GRAPHSAFE_WORKER_LOAD, a JSON object
+{"case_sources": [file or module, ...], "suites": [module, ...]}: the worker decides nothing about it.
 """
 
 from __future__ import annotations
@@ -19,18 +20,17 @@ import traceback
 
 def main() -> int:
     out = os.fdopen(int(os.environ["GRAPHSAFE_RESULT_FD"]), "w", buffering=1)
-    sources = json.loads(os.environ.get("GRAPHSAFE_CASE_SOURCES", "[]"))
-    from harness.case import REGISTRY, CaseFileError, load_builtin_suite, load_case_source
+    load = json.loads(os.environ["GRAPHSAFE_WORKER_LOAD"])
+    from harness.case import REGISTRY, CaseFileError, load_case_source
     from harness.errors import CaseError
     from harness.protocol import check
+    from harness.suites import load_suites
     from harness.verdicts import CRASH
 
     try:
-        if sources:
-            for source in sources:
-                load_case_source(source)
-        else:
-            load_builtin_suite()
+        load_suites(load["suites"])
+        for source in load["case_sources"]:
+            load_case_source(source)
     except (CaseError, CaseFileError) as exc:
         out.write(json.dumps({"fatal": str(exc)}) + "\n")
         return 2

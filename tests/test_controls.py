@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 
 from harness import REGISTRY, check
-from harness.case import load_builtin_suite
+from harness.suites import load_default_suites
 
-load_builtin_suite()
+load_default_suites()
 CONTROLS = {
     "control_item_in_routing": "capture_sync",
     "control_empty_output_tail": "uninitialized",

@@ -191,3 +191,82 @@ def test_log_scale_places_zero_inf_and_nan_explicitly() -> None:
     assert scale.pos(math.nan) is None
     assert decades([0.0, math.inf, math.nan, 3e-9, 40.0]) == (-9, 2)
     assert decades([]) == (-6, 0)
+
+
+# A suite laid out like cases/platform/: input factories in a private _shared module, cases registered by
+# runtime_nodes.py. The family must name the registering module, not the one that defines make_inputs.
+_SHARED = """
+import torch
+
+def make_inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, generator=g).to(device)}
+"""
+_RUNTIME_NODES = """
+import torch
+from harness import Case, register
+from {suite}.platform._shared import make_inputs
+
+register(Case(name="{suite}_copy_ok", make_inputs=make_inputs, op=lambda x: x * 2.0,
+              reference=lambda x: x * 2.0))
+register(Case(name="{suite}_explicit", make_inputs=make_inputs, op=lambda x: x + 1.0, family="mine"))
+"""
+
+
+def test_platform_family_is_the_registering_module_and_fills_the_grid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Method: a synthetic suite package whose platform/runtime_nodes.py registers cases built from
+    platform/_shared.py's make_inputs; load it as a suite, run the cases on the cpu backend, write the run and
+    render report.html.
+    Failure scenario: the family taken from make_inputs' module (`_shared`, what the 21 platform cases got on
+    the H200) leaves the conformance grid, which keeps families starting with `platform`, empty.
+    Expected: family `platform.runtime_nodes` (suite prefix dropped), an explicit family kept, and the grid
+    holding exactly the platform case; an unregistered case falls back to its make_inputs module's family."""
+    from harness.case import Case
+    from harness.protocol import check
+    from harness.report import ResultsWriter
+    from harness.suites import load_suites
+
+    suite = "gs_synthetic_suite"
+    package = tmp_path / suite / "platform"
+    package.mkdir(parents=True)
+    (tmp_path / suite / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "_shared.py").write_text(_SHARED)
+    (package / "runtime_nodes.py").write_text(_RUNTIME_NODES.format(suite=suite))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    cases = load_suites([suite])
+    families = {c.name: c.family for c in cases}
+    assert families == {f"{suite}_copy_ok": "platform.runtime_nodes", f"{suite}_explicit": "mine"}
+    shared = __import__(f"{suite}.platform._shared", fromlist=["make_inputs"])
+    unregistered = Case(name="loose", make_inputs=shared.make_inputs, op=lambda x: x)
+    assert unregistered.family == "platform._shared"
+
+    run = tmp_path / "run"
+    writer = ResultsWriter(run)
+    for case in cases:
+        writer.add(check(case, "cpu", replays=1))
+    writer.close()
+    page = write_html(run).read_text()
+    grid = re.search(r'<svg class="conformance".*?</svg>', page, re.S)
+    assert grid is not None, "no conformance grid in report.html"
+    assert f"{suite}_copy_ok" in grid.group(0)
+    assert f"{suite}_explicit" not in grid.group(0)
+    assert "No platform conformance cases" not in page
+
+
+@pytest.mark.gpu
+def test_builtin_platform_cases_get_platform_families() -> None:
+    """Method: load the built-in suite on a GPU (the platform cases register only there).
+    Expected: every case registered under cases/platform/ has a family `platform.<module>`, never `_shared`."""
+    from harness.case import REGISTRY
+    from harness.suites import load_default_suites
+
+    platform = [c for c in load_default_suites() if ".platform." in REGISTRY.origin(c.name)]
+    assert platform, "no platform case registered on this GPU"
+    bad = {
+        c.name: c.family for c in platform if not c.family.startswith("platform.") or "_shared" in c.family
+    }
+    assert not bad, bad

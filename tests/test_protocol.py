@@ -103,9 +103,9 @@ def test_live_graphs_catch_outputs_shared_between_graphs() -> None:
     """Failure scenario: every graph of one shape returns the same cached buffer. Plain replays pass (each is
     read at once); only the live-graph stress, which replays all graphs before reading any, sees it."""
     from harness import REGISTRY
-    from harness.case import load_builtin_suite
+    from harness.suites import load_default_suites
 
-    load_builtin_suite()
+    load_default_suites()
     control = REGISTRY.get("control_output_shared_across_live_graphs")
     plain = check(control, "cpu", patterns=(0xFF,), live_graphs=0)
     assert plain.verdict == "stale_replay"  # the case's own live_graphs=4 applies even without the knob
