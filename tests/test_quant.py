@@ -1,4 +1,5 @@
-"""Round-trip and encoding tests for kernels/quant.py (CPU, pure torch, well under a second each).
+"""Round-trip and encoding tests for kernels/common/quant.py (CPU, pure torch, well under a second each), and the
+one format table it shares with C++ (kernels/common/gs_formats.h).
 
 Bounds are derived from each format's grid, not fitted: max relative error is max|deq - w| / max|w| and
 is bounded by the worst rounding or clipping step at the top of a block's range; cosine bounds are set
@@ -189,3 +190,17 @@ def test_q4_0_matches_ggml_reference_row():
 def test_bad_input_is_refused_by_name(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_format_codes_are_the_one_table_cpp_uses():
+    """Method: parse kernels/common/gs_formats.h, the enum every kernel includes (moe_gemm.hip, cpu_moe_formats.h),
+    and its refusal text. Expected: the same name -> code map as quant.FORMAT_CODES, the one Python table."""
+    import pathlib
+    import re
+
+    header = (pathlib.Path(q.__file__).parent / "gs_formats.h").read_text()
+    enum = {name.lower(): int(code) for name, code in re.findall(r"GS_FMT_(\w+) = (\d+),", header)}
+    assert enum == q.FORMAT_CODES
+    names = re.search(r'#define GS_FORMAT_NAMES "([^"]+)"', header).group(1)
+    assert names == ", ".join(f"{code} {name}" for name, code in q.FORMAT_CODES.items())
+    assert tuple(q.FORMAT_CODES) == q.FORMATS and sorted(q.FORMAT_CODES.values()) == list(range(len(q.FORMATS)))
