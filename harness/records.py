@@ -34,6 +34,9 @@ class Row:
     replay_ms: float | None = None
     eager_ms: float | None = None
     phase: str = "replay"
+    # "" when the backend checked everything the op ran; else "not fully checked on <backend>: <reason>"
+    # (e.g. the cpu backend cannot run what torch.compile(mode="reduce-overhead") adds on a GPU).
+    limits: str = ""
 
 
 @dataclass

@@ -99,3 +99,142 @@ def test_poisoned_allocation_restores_global_state() -> None:
         torch.are_deterministic_algorithms_enabled(),
         torch.utils.deterministic.fill_uninitialized_memory,
     ) == before
+
+
+# --- host-sync rules per op and argument (harness/backends/cpu.py, SYNC_RULES / FUNCTION_RULES) ----------
+# Each pair: the form ATen's CUDA kernel runs without reading device data on the host, and the form that
+# reads it. Both directions are checked: a capture-safe form flagged is as wrong as an unsafe form missed.
+
+_IDS = torch.tensor([0, 3, 1, 1, 2, 0, 3, 3])
+_X = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, -0.25, 3.0, 0.75])
+_TOTAL = int(_IDS.sum())
+
+SYNCING = {
+    "histc_default_range": lambda: torch.histc(_X, bins=4),
+    "histc_min_equals_max": lambda: torch.histc(_X, bins=4, min=1.0, max=1.0),
+    "bincount": lambda: torch.bincount(_IDS),
+    "bincount_minlength": lambda: torch.bincount(_IDS, minlength=4),
+    "one_hot_inferred_classes": lambda: torch.nn.functional.one_hot(_IDS),
+    "repeat_interleave_no_output_size": lambda: torch.repeat_interleave(_IDS),
+    "repeat_interleave_tensor_no_output_size": lambda: _X.repeat_interleave(_IDS),
+    "nonzero": lambda: torch.nonzero(_X),
+    "where_one_argument": lambda: torch.where(_X > 0),
+    "argwhere": lambda: torch.argwhere(_X),
+    "masked_select": lambda: torch.masked_select(_X, _X > 0),
+    "boolean_mask_index": lambda: _X[_X > 0],
+    "boolean_mask_index_put": lambda: _X.clone().index_put_((_X > 0,), torch.tensor(0.0)),
+    "unique": lambda: torch.unique(_IDS),
+    "unique_consecutive": lambda: torch.unique_consecutive(_IDS),
+    "item": lambda: _X.sum().item(),
+    "float_of_tensor": lambda: float(_X.max()),
+    "equal": lambda: torch.equal(_X, _X),
+    "linalg_inv_checks_errors": lambda: torch.linalg.inv(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
+    "grouped_mm_fp32": lambda: torch._grouped_mm(
+        torch.ones(8, 16), torch.ones(2, 16, 8), offs=torch.tensor([3, 8], dtype=torch.int32)
+    ),
+}
+CAPTURE_SAFE = {
+    "histc_explicit_range": lambda: torch.histc(_IDS.float(), bins=4, min=0, max=3),
+    "bincount_empty": lambda: torch.bincount(torch.zeros(0, dtype=torch.int64)),
+    "one_hot_explicit_classes": lambda: torch.nn.functional.one_hot(_IDS, num_classes=4),
+    "one_hot_positional_classes": lambda: torch.nn.functional.one_hot(_IDS, 4),
+    "repeat_interleave_output_size": lambda: torch.repeat_interleave(_IDS, output_size=_TOTAL),
+    "repeat_interleave_tensor_output_size": lambda: _X.repeat_interleave(_IDS, output_size=_TOTAL),
+    "repeat_interleave_int": lambda: _X.repeat_interleave(2),
+    "nonzero_static": lambda: torch.nonzero_static(_X, size=8),
+    "where_three_arguments": lambda: torch.where(_X > 0, _X, 0.0),
+    "masked_fill": lambda: _X.masked_fill(_X > 0, 0.0),
+    "integer_index": lambda: _X[_IDS],
+    "multinomial": lambda: torch.multinomial(_X.abs(), 2),
+    "multinomial_replacement": lambda: torch.multinomial(_X.abs(), 4, replacement=True),
+    "assert_async": lambda: (torch._assert_async(_X.abs().sum() >= 0), _X + 1)[1],
+    "linalg_inv_ex": lambda: torch.linalg.inv_ex(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
+    "grouped_mm_bf16": lambda: torch._grouped_mm(
+        torch.ones(8, 16, dtype=torch.bfloat16),
+        torch.ones(2, 16, 8, dtype=torch.bfloat16),
+        offs=torch.tensor([3, 8], dtype=torch.int32),
+    ),
+    "scatter_add_sized": lambda: torch.zeros(4).scatter_add(0, _IDS, _X),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYNCING))
+def test_forms_that_read_device_data_on_the_host_are_capture_sync(name: str) -> None:
+    with pytest.raises(CaptureSyncError):
+        CpuBackend().capture(SYNCING[name], warmup=0)
+
+
+@pytest.mark.parametrize("name", sorted(CAPTURE_SAFE))
+def test_capture_safe_forms_are_not_flagged(name: str) -> None:
+    graph = CpuBackend().capture(CAPTURE_SAFE[name], warmup=0)
+    assert graph.limits == ""
+
+
+def test_one_hot_waiver_covers_only_its_own_range_check() -> None:
+    """The CPU-only range check inside one_hot is waived; an `.item()` right after it is still a sync."""
+    with pytest.raises(CaptureSyncError):
+        CpuBackend().capture(lambda: torch.nn.functional.one_hot(_IDS, num_classes=4).sum().item(), warmup=0)
+
+
+# --- custom ops: one node, inside checked -------------------------------------------------------------
+
+
+@torch.library.custom_op("graphsafe_test::scale_by_max_item", mutates_args=())
+def _scale_by_max_item(x: torch.Tensor) -> torch.Tensor:
+    """Negative control: its Python body reads a device value on the host."""
+    return x * float(x.abs().max())
+
+
+@torch.library.custom_op("graphsafe_test::scale_by_max", mutates_args=())
+def _scale_by_max(x: torch.Tensor) -> torch.Tensor:
+    """Fixed twin: the same arithmetic kept on the device."""
+    return x * x.abs().max()
+
+
+def test_host_sync_inside_a_custom_op_body_is_seen() -> None:
+    x = torch.tensor([1.0, -2.0, 3.0])
+    with pytest.raises(CaptureSyncError, match=r"item|_local_scalar_dense"):
+        CpuBackend().capture(lambda: _scale_by_max_item(x), warmup=0)
+
+
+def test_custom_op_is_one_node_and_replays_with_new_inputs() -> None:
+    x = torch.tensor([1.0, -2.0, 3.0])
+    graph = CpuBackend().capture(lambda: _scale_by_max(x) + 1, warmup=0)
+    assert graph.node_kinds() == {"graphsafe_test.scale_by_max.default": 1, "aten.add.Tensor": 1}
+    x.copy_(torch.tensor([2.0, 0.5, -4.0]))
+    graph.replay()
+    assert torch.equal(graph.outputs[0], x * 4.0 + 1)
+
+
+# --- torch.compile: compiled and run under the recorder -----------------------------------------------
+
+
+@pytest.mark.slow
+def test_compiled_graph_runs_under_capture_and_replays_whole() -> None:
+    """Inductor's C++ kernels take raw pointers; recorded op by op, a replay would skip them (stale)."""
+    from torch._dynamo.utils import counters
+
+    @torch.compile(dynamic=False)
+    def fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x @ w + 1).sum(-1) * 2
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    before = counters["stats"]["calls_captured"]
+    graph = CpuBackend().capture(lambda: fused(x, w))
+    assert counters["stats"]["calls_captured"] > before  # dynamo really compiled it
+    assert graph.node_kinds() == {"inductor compiled graph": 1}
+    x.copy_(torch.randn(4, 8))
+    graph.replay()
+    with torch.no_grad():
+        assert torch.equal(graph.outputs[0], fused(x, w))
+    assert graph.limits == ""
+
+
+@pytest.mark.slow
+def test_reduce_overhead_on_cpu_is_marked_not_fully_checked() -> None:
+    @torch.compile(mode="reduce-overhead", dynamic=False)
+    def scan(x: torch.Tensor) -> torch.Tensor:
+        return (x.sin() + 1).cumsum(0)
+
+    graph = CpuBackend().capture(lambda: scan(torch.ones(5)))
+    assert graph.limits.startswith("not fully checked on cpu: ") and "CUDA graphs" in graph.limits

@@ -1,26 +1,33 @@
 """The `cpu` backend: an emulated graph recorded at the dispatcher, for machines without a GPU.
 
-Capture runs the op once under a TorchDispatchMode that records every aten/custom op with its tensor
-arguments (the same tensor objects: storage identity stands for frozen device addresses) and its frozen
-non-tensor arguments. Replay re-runs the record in order and writes each fresh result into the recorded
-output tensor, so later nodes and the graph's outputs see new values exactly where a real graph would.
+Capture runs the op once under a TorchDispatchMode that records every aten op with its tensor arguments (the
+same tensor objects: storage identity stands for frozen device addresses) and its frozen non-tensor
+arguments. Replay re-runs the record in order and writes each fresh result into the recorded output tensor,
+so later nodes and the graph's outputs see new values exactly where a real graph would.
 
-What it sees as a real graph would: registered ops (torch.library custom ops are single nodes), host syncs
-(`.item()`, `nonzero`, boolean-mask indexing, ...: CaptureSyncError), `empty*` re-poisoned on every replay.
-What it does not see, as documented in the README: plain Python and pybind11 calls (they run once, at
-capture, and never on replay: the unrecorded-handshake shape of seed 000), streams, events, RNG offsets and
-other threads.
+What it sees as a real graph would:
+- host syncs and data-dependent shapes, judged per op and per argument by the rules below, each taken from
+  what ATen's CUDA implementation of that op does (CaptureSyncError);
+- the inside of opaque nodes: a custom op (torch.library, Python or C++) and a graph compiled by
+  torch.compile (inductor) are each one node of the record, as their kernels are one unit to a real graph,
+  but every op they issue while being captured is checked by the same rules;
+- `empty*` re-poisoned on every replay.
+What it does not see, as documented in the README: plain Python and pybind11 calls outside any op (they run
+once, at capture, and never on replay: the unrecorded-handshake shape of FreeToken issue #350), streams,
+events and other threads; for torch.compile it checks the C++ code inductor generates for the CPU, not the
+Triton kernels or CUDA graphs a GPU build runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
@@ -29,40 +36,156 @@ from harness.poison import BytePatternMode, deterministic_fill
 
 aten = torch.ops.aten
 
-# Ops that read device data on the host or produce data-dependent shapes: under real capture these raise
-# cudaErrorStreamCaptureUnsupported / hipErrorStreamCaptureUnsupported (PITFALLS.md, Capturing).
-_HOST_SYNC_OPS: dict[Any, str] = {
-    aten._local_scalar_dense.default: ".item()/.tolist()/bool() reads a device value on the host",
-    aten.is_nonzero.default: "bool(tensor) reads a device value on the host",
-    aten.equal.default: "torch.equal returns a host bool computed from device data",
-    aten.nonzero.default: "nonzero has a data-dependent output shape",
-    aten.masked_select.default: "masked_select has a data-dependent output shape",
-    aten.unique_consecutive.default: "unique_consecutive has a data-dependent output shape",
-    aten._unique2.default: "unique has a data-dependent output shape",
-    aten._unique.default: "unique has a data-dependent output shape",
-    aten.unique_dim.default: "unique has a data-dependent output shape",
-    aten.bincount.default: "bincount's output length depends on max(input)",
-    aten.histc.default: "histc on a device synchronizes for its range",
-}
-_INDEX_OPS = {
-    aten.index.Tensor,
-    aten.index_put.default,
-    aten.index_put_.default,
-    aten._index_put_impl_.default,
-}
+# ---------------------------------------------------------------------------------------------------------
+# Host-sync rules. The CPU backend runs ops on the CPU device, where ATen's kernels read tensors on the host
+# freely; what matters is what the same call does on a GPU under capture. Each rule states the condition
+# under which ATen's CUDA implementation reads device data on the host (a device-to-host copy into pageable
+# memory, `.item()`, a stream synchronize) or sizes its output from device data: both end a real capture.
+# The device modelled is an sm_90 GPU (the H200 the baselines come from). Paths are in the pytorch repository.
+# ---------------------------------------------------------------------------------------------------------
+SyncRule = Callable[[Sequence[Any], dict[str, Any]], "str | None"]
 
 
-def _host_sync_reason(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str | None:
-    if func in _HOST_SYNC_OPS:
-        return _HOST_SYNC_OPS[func]
-    repeat_ops = (aten.repeat_interleave.Tensor, aten.repeat_interleave.self_Tensor)
-    if func in repeat_ops and kwargs.get("output_size") is None:
-        return "repeat_interleave without output_size has a data-dependent output shape"
-    if func in _INDEX_OPS and len(args) > 1:
-        for index in args[1] or ():
-            if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
-                return "boolean-mask indexing has a data-dependent output shape (it calls nonzero)"
+def _argument(args: Sequence[Any], kwargs: dict[str, Any], index: int, name: str, default: Any) -> Any:
+    if name in kwargs:
+        return kwargs[name]
+    return args[index] if len(args) > index else default
+
+
+def _always(reason: str) -> SyncRule:
+    return lambda args, kwargs: reason
+
+
+def _histc(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/cuda/SummaryOps.cu, _histc_cuda_template: `if (min == max && self.numel() > 0)`
+    # the range is computed on the device and read on the host; an explicit range (transformers' grouped_mm
+    # experts path calls histc(bins=E, min=0, max=E-1)) launches kernels only.
+    low, high = _argument(args, kwargs, 2, "min", 0), _argument(args, kwargs, 3, "max", 0)
+    if low == high and args[0].numel() > 0:
+        return f"histc with min == max ({low}) reads the input's range on the host"
     return None
+
+
+def _bincount(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/cuda/SummaryOps.cu, _bincount_cuda_template: the output length is
+    # max(self.max().item() + 1, minlength), read on the host whatever minlength is (and self.min() is
+    # copied to the host to check the sign); only a 1-d empty input returns before both reads.
+    if args[0].dim() == 1 and args[0].numel() == 0:
+        return None
+    return "bincount reads max(input) on the host for its output length (minlength does not avoid it)"
+
+
+def _repeat_interleave(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/Repeat.h, repeat_interleave_common: without output_size the total is
+    # cumsum(repeats)[-1].item() and `(repeats >= 0).all().item()` is checked; with it, kernels only.
+    if kwargs.get("output_size") is None:
+        return "repeat_interleave without output_size reads the total repeat count on the host"
+    return None
+
+
+def _grouped_mm(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/cuda/GroupedBlas.cpp, _grouped_mm_cuda: on sm_90+ with bf16 inputs and output the
+    # CUTLASS kernel reads offs on the device ("fast path, no d2h sync needed"); anything else runs
+    # _grouped_mm_fallback (GroupedMMUtils.h), which copies offs to the host to slice the groups.
+    mat_a, mat_b = args[0], args[1]
+    offs = _argument(args, kwargs, 2, "offs", None)
+    out_dtype = _argument(args, kwargs, 4, "out_dtype", None)
+    bf16 = mat_a.dtype == mat_b.dtype == torch.bfloat16 and out_dtype in (None, torch.bfloat16)
+    if offs is not None and not bf16:
+        return "_grouped_mm off the bf16 fast path copies offs to the host (_grouped_mm_fallback)"
+    return None
+
+
+def _boolean_index(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/IndexingUtils.h, expandTensors: a bool/uint8 index becomes `index.nonzero()`
+    # (a data-dependent shape, see nonzero) before index/index_put run; integer indices launch kernels only.
+    for index in (args[1] if len(args) > 1 else None) or ():
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            return "boolean-mask indexing calls nonzero (a data-dependent output shape)"
+    return None
+
+
+_NONZERO = (
+    "nonzero sizes its output from the count of nonzeros, copied to the host "
+    "(aten/src/ATen/native/cuda/Nonzero.cu, nonzero_out_cuda); nonzero_static(size=...) does not"
+)
+_UNIQUE = (
+    "unique sizes its output from the number of unique values, read on the host "
+    "(aten/src/ATen/native/cuda/Unique.cu)"
+)
+
+# op -> rule. Ops not listed launch kernels only on the GPU, among them (checked against the same sources):
+# nonzero_static (Nonzero.cu, nonzero_static_out_cuda: fixed size, padded with fill_value); histc with
+# min != max; multinomial (aten/src/ATen/native/Distributions.cpp, multinomial: the checks on the
+# probabilities are `_assert_async` device asserts and the sampling kernels take the generator's
+# graph-safe Philox state); _assert_async (a device-side assert kernel); index/index_put with integer
+# indices; searchsorted, bucketize, topk, sort, scatter/scatter_reduce/index_add with explicit sizes.
+SYNC_RULES: dict[Any, SyncRule] = {
+    # aten/src/ATen/native/cuda/CUDAScalar.cu, _local_scalar_dense_cuda: cudaMemcpyAsync to the host, then a
+    # stream synchronize. `.item()`, `int(t)`, `float(t)`, `bool(t)` and `.tolist()` of one element end here.
+    aten._local_scalar_dense.default: _always(
+        ".item()/int()/float()/bool() reads a device value on the host"
+    ),
+    aten.item.default: _always(".item()/int()/float()/bool() reads a device value on the host"),
+    aten.is_nonzero.default: _always("bool(tensor) reads a device value on the host (is_nonzero calls item)"),
+    # aten/src/ATen/native/cuda/Equal.cpp, cuda_equal: `at::eq(self, src).all().item()`
+    aten.equal.default: _always("torch.equal returns a host bool computed from device data"),
+    aten.nonzero.default: _always(_NONZERO),
+    aten.nonzero.out: _always(_NONZERO),
+    # aten/src/ATen/native/cuda/IndexKernel.cu, masked_select_out_cuda_impl: index_out with the mask
+    aten.masked_select.default: _always("masked_select indexes with a boolean mask (a nonzero inside)"),
+    aten.masked_select.out: _always("masked_select indexes with a boolean mask (a nonzero inside)"),
+    aten._unique.default: _always(_UNIQUE),
+    aten._unique2.default: _always(_UNIQUE),
+    aten.unique_dim.default: _always(_UNIQUE),
+    aten.unique_consecutive.default: _always(_UNIQUE),
+    aten.unique_dim_consecutive.default: _always(_UNIQUE),
+    aten.bincount.default: _bincount,
+    aten.histc.default: _histc,
+    aten.histc.out: _histc,
+    aten.repeat_interleave.Tensor: _repeat_interleave,
+    aten.repeat_interleave.self_Tensor: _repeat_interleave,
+    aten._grouped_mm.default: _grouped_mm,
+    # aten/src/ATen/native/BatchLinearAlgebra.cpp, _linalg_check_errors: reads the LAPACK/cuSOLVER info tensor
+    # on the host to raise; torch.linalg.inv/cholesky/solve call it, their *_ex forms do not.
+    aten._linalg_check_errors.default: _always(
+        "_linalg_check_errors reads the solver's info on the host (use the linalg *_ex form)"
+    ),
+    aten.index.Tensor: _boolean_index,
+    aten.index_put.default: _boolean_index,
+    aten.index_put_.default: _boolean_index,
+    aten._index_put_impl_.default: _boolean_index,
+}
+
+# Composite functions whose CPU kernel validates its input on the host where the CUDA kernel does not: the
+# rule sees the call before it decomposes into the aten ops the recorder sees, so the host reads inside it
+# (their `.item()` calls) are waived when the CUDA kernel skips them, and flagged when it does not.
+
+
+def _one_hot(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/Onehot.cpp, one_hot: `num_classes == -1` reads self.max().item(); with an explicit
+    # num_classes the CUDA path "relies on device asserts from scatter to avoid sync" (the CPU path reads
+    # min and max on the host to check the range, which is why the waiver exists).
+    if _argument(args, kwargs, 1, "num_classes", -1) == -1:
+        return "one_hot without num_classes reads max(input) on the host"
+    return None
+
+
+FUNCTION_RULES: dict[Any, SyncRule] = {torch.nn.functional.one_hot: _one_hot}
+
+_SCALAR_READS = frozenset({aten._local_scalar_dense.default, aten.item.default})
+# How a verdict that covers less than the op did says so (Row.limits, results.csv, the summary and the HTML).
+LIMITS_PREFIX = "not fully checked on cpu: "
+_ATEN_NAMESPACES = frozenset({"aten", "prims"})
+
+
+def _is_custom_op(func: Any) -> bool:
+    return isinstance(func, torch._ops.OpOverload) and func.namespace not in _ATEN_NAMESPACES
+
+
+def _host_sync_reason(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    rule = SYNC_RULES.get(func)
+    return rule(args, kwargs) if rule is not None else None
 
 
 @dataclass
@@ -88,6 +211,15 @@ def _fresh_output_positions(func: Any) -> set[int] | None:
     return fresh
 
 
+def _fresh_tensors(result: Any, positions: set[int] | None) -> list[tuple[int, torch.Tensor]]:
+    results = result if isinstance(result, tuple | list) else (result,)
+    return [
+        (position, value)
+        for position, value in enumerate(results)
+        if isinstance(value, torch.Tensor) and (positions is None or position in positions)
+    ]
+
+
 _RECORDING = threading.local()  # .depth: recorders entered on this thread (dispatch modes are per thread)
 
 
@@ -97,10 +229,27 @@ def is_recording() -> bool:
     return getattr(_RECORDING, "depth", 0) > 0
 
 
+# The kernel a custom op's body runs under on the CPU device: redispatching there skips the Python key the
+# recorder sits on for the op itself, while every op the body issues comes back through it.
+_CPU_KERNEL_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.CPU)
+
+
 class _Recorder(TorchDispatchMode):
+    """Records aten ops as nodes; custom ops and compiled graphs as opaque nodes whose inside is checked."""
+
     def __init__(self) -> None:
         super().__init__()
         self.nodes: list[_Node] = []
+        self.opaque_depth = 0  # > 0 while an opaque node's body runs: check its ops, record none of them
+        self.waived: list[str] = []  # host reads the CUDA kernel of the enclosing function does not make
+        self.compiled_graphs = 0
+        self.limits: list[str] = []
+
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # torch.compile'd functions run their compiled graph under this mode instead of falling back to
+        # eager (torch/_dynamo/convert_frame.py skips frames while a mode without this flag is active).
+        return True
 
     def __enter__(self) -> _Recorder:
         _RECORDING.depth = getattr(_RECORDING, "depth", 0) + 1
@@ -119,24 +268,114 @@ class _Recorder(TorchDispatchMode):
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         reason = _host_sync_reason(func, args, kwargs)
-        if reason is not None:
+        if reason is not None and not (self.waived and func in _SCALAR_READS):
             raise CaptureSyncError(f"{func}: {reason}")
-        result = func(*args, **kwargs)
-        fresh_positions = _fresh_output_positions(func)
-        results = result if isinstance(result, tuple | list) else (result,)
-        fresh: list[tuple[int, torch.Tensor]] = []
-        for position, value in enumerate(results):
-            if isinstance(value, torch.Tensor) and (fresh_positions is None or position in fresh_positions):
-                fresh.append((position, value))
-        self.nodes.append(_Node(func, tuple(args), dict(kwargs), fresh))
+        result = self._custom_op(func, args, kwargs) if _is_custom_op(func) else func(*args, **kwargs)
+        if self.opaque_depth == 0:
+            self.nodes.append(
+                _Node(func, tuple(args), dict(kwargs), _fresh_tensors(result, _fresh_output_positions(func)))
+            )
+        return result
+
+    def _custom_op(self, func: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+        """Run a custom op's CPU kernel with this mode active, so the ops its body issues are checked."""
+        self.opaque_depth += 1
+        try:
+            with self:
+                return func.redispatch(_CPU_KERNEL_KEYS, *args, **kwargs)
+        finally:
+            self.opaque_depth -= 1
+
+    def opaque_call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """Run `fn(*args)` as one node (checked inside, recorded whole); replay calls it again."""
+        self.opaque_depth += 1
+        try:
+            result = fn(*args)
+        finally:
+            self.opaque_depth -= 1
+        if self.opaque_depth == 0:
+            self.nodes.append(_Node(_OpaqueCall(name, fn), args, {}, _fresh_tensors(result, None)))
         return result
 
 
+@dataclass
+class _OpaqueCall:
+    name: str
+    fn: Callable[..., Any]
+
+    def __call__(self, *args: Any) -> Any:
+        return self.fn(*args)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class _FunctionRules(TorchFunctionMode):
+    """Applies FUNCTION_RULES to torch-level calls before they decompose into the ops the recorder sees."""
+
+    def __init__(self, recorder: _Recorder) -> None:
+        super().__init__()
+        self.recorder = recorder
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        rule = FUNCTION_RULES.get(func)
+        if rule is None:
+            return func(*args, **kwargs)
+        reason = rule(args, kwargs)
+        if reason is not None:
+            raise CaptureSyncError(f"{getattr(func, '__name__', func)}: {reason}")
+        self.recorder.waived.append(getattr(func, "__name__", str(func)))
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.recorder.waived.pop()
+
+
+@contextlib.contextmanager
+def _compiled_graphs_recorded(recorder: _Recorder) -> Iterator[None]:
+    """Make each inductor-compiled graph that runs during capture one opaque node of the record.
+
+    Inductor's generated C++ kernels take raw pointers, so the dispatcher sees none of them (only its extern
+    calls such as mm.out): recorded op by op, a replay would skip them. Recorded as one call of the compiled
+    graph on the same input tensors, a replay reruns all of it, like the kernels of a captured CUDA graph.
+    """
+    try:
+        from torch._inductor.output_code import CompiledFxGraph
+    except ImportError:  # a torch without inductor compiles nothing to record
+        yield
+        return
+    original = CompiledFxGraph.__call__
+
+    def call(graph: Any, inputs: Sequence[Any]) -> Any:
+        recorder.compiled_graphs += 1
+        # Set for a graph compiled with mode="reduce-overhead" whose tensors are on the CPU: what that mode
+        # adds on a GPU (CUDA graph trees) did not run here.
+        reason = getattr(graph, "disabled_cudagraphs_reason", None)
+        if reason:
+            recorder.limits.append(
+                f"torch.compile asked for CUDA graphs, which inductor builds for CUDA tensors only ({reason.strip()})"
+            )
+        args = tuple(inputs)
+        if isinstance(inputs, list):
+            inputs.clear()  # inductor's boxed convention: the callee frees the caller's list
+        return recorder.opaque_call("inductor compiled graph", lambda *a: original(graph, list(a)), args)
+
+    CompiledFxGraph.__call__ = call  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        CompiledFxGraph.__call__ = original  # type: ignore[method-assign]
+
+
 class CpuGraph(CapturedGraph):
-    def __init__(self, nodes: list[_Node], outputs: tuple[torch.Tensor, ...], pattern: int | None) -> None:
+    def __init__(
+        self, nodes: list[_Node], outputs: tuple[torch.Tensor, ...], pattern: int | None, limits: str = ""
+    ) -> None:
         self.nodes = nodes
         self.outputs = outputs
         self.pattern = pattern
+        self.limits = limits  # what this capture could not check on the CPU ("" when it checked everything)
 
     def replay(self) -> None:
         # Factory ops re-poison on replay like a fill node inside a real graph (PITFALLS.md, Poisoning).
@@ -174,11 +413,20 @@ class CpuBackend(GraphBackend):
         self._pattern: int | None = None
 
     def capture(self, fn: Callable[[], Any], *, warmup: int = 1) -> CapturedGraph:
-        for _ in range(warmup):
-            fn()
+        # Warm-up under no_grad as capture and the protocol's eager runs are: a torch.compile'd op then
+        # compiles here, once, for the grad mode it is captured in (dynamo guards on it).
+        with torch.no_grad():
+            for _ in range(warmup):
+                fn()
         recorder = _Recorder()
         try:
-            with torch.no_grad(), _host_reads_refused(), recorder:
+            with (
+                torch.no_grad(),
+                _host_reads_refused(),
+                _compiled_graphs_recorded(recorder),
+                recorder,
+                _FunctionRules(recorder),
+            ):
                 result = fn()
         except (CaptureError, FallbackEager):
             raise
@@ -190,7 +438,8 @@ class CpuBackend(GraphBackend):
             outputs = flatten_tensors(result)
         except TypeError as exc:
             raise CaptureError(str(exc)) from exc
-        return CpuGraph(recorder.nodes, outputs, self._pattern)
+        limits = "; ".join(dict.fromkeys(recorder.limits))
+        return CpuGraph(recorder.nodes, outputs, self._pattern, f"{LIMITS_PREFIX}{limits}" if limits else "")
 
     def poisoned_allocation(self, pattern: int) -> contextlib.AbstractContextManager[None]:
         return _CpuPoison(self, pattern)
