@@ -1,4 +1,7 @@
-"""vllm.cpp#509 (seed 003): the MoE combine/gate port whose calculation was faithful but whose guards were not.
+"""vllm.cpp PR #509: the MoE combine/gate port whose calculation was faithful but whose guards were not.
+
+Public report: https://github.com/mudler/vllm.cpp/pull/509 (opened 2026-08-12; the review with both findings
+2026-08-13). Reproduce: `python -m harness repro moe_combine_vllm_cpp_509`.
 
 Finding 1, f16 reaches an arm without a refusal. The seam's IsFloat gate admits f16 and the kernel's
 dispatch is `if bf16 ... else <float>`, so an f16 expert_out is read as f32: 4 bytes per 2-byte element.
@@ -8,7 +11,7 @@ dispatch is `if bf16 ... else <float>`, so an f16 expert_out is read as f32: 4 b
             what the kernel would read lies past the allocation; it is emulated with zeros and never read,
             so this control cannot crash.                        -> expect `eager_mismatch`
 Finding 2, the test exercised only the f32 arms while the model runs bf16. The defect here is a run-time
-flag of the real kernel entry point (`defect=1`, 0 in production; kernels/ops.py
+flag of the real kernel entry point (`defect=1`, 0 in production; kernels/moe_combine/ops.py
 moe_combine_negative_control): the bf16 store truncates instead of rounding to nearest even, a wrong bf16
 store boundary. It lives in the bf16 arm only.
   * buggy kernel, f32-only case (what the PR tested)             -> expect `pass`: the case misses it
@@ -24,6 +27,7 @@ import torch
 
 from cases.moe_combine import ALL_F32, PROD, Mix, combine_op, make_inputs_factory
 from harness import Case, register
+from harness.reproduce import CaseTable, Column, Line, Report
 from kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
 
 T, K, H = 16, 4, 128  # H even: the f16 storage reinterprets as whole f32 words
@@ -121,3 +125,50 @@ CASES = [
         ),
     )
 ]
+(
+    F16_FIXED,
+    F16_UNGUARDED,
+    TRUNCATING_F32_ONLY,
+    TRUNCATING_PRODUCTION,
+    TRUNCATING_PRODUCTION_TOLERANCE,
+    STORE_FIXED,
+) = CASES
+
+REPORT = Report(
+    title="vllm.cpp #509: MoE combine/gate ROCm port dropped the dtype refusals and tested only f32",
+    url="https://github.com/mudler/vllm.cpp/pull/509",
+    date="2026-08-13",
+    reproduced="finding 1: an f16 expert_out read through the f32 arm (emulated in Python, in bounds) against "
+    "the production op's refusal; finding 2: a wrong bf16 store boundary (truncation instead of round to "
+    "nearest even, a run-time flag of the real kernel) seen or missed by the PR's f32-only case, the "
+    "production bf16 mix at bf16 tolerance, and the production mix bit-exact as the review asked",
+    left_out="the 2x out-of-bounds read itself: the emulation reads the f16 storage as f32 words and pads the "
+    "half that lies past the allocation with zeros, so it cannot fault; the gfx1100 hardware; the review's "
+    "smaller findings (duplicate CMake line, op count in the docs)",
+    tables=(
+        CaseTable(
+            title="Review findings: what each check says about the buggy and the fixed op",
+            label_header="finding / check",
+            lines=(
+                Line("1. f16 expert_out (no refusal vs refusal)", buggy=F16_UNGUARDED, fixed=F16_FIXED),
+                Line("2. bf16 store, the PR's f32-only case", buggy=TRUNCATING_F32_ONLY),
+                Line(
+                    "2. bf16 store, production dtypes, bf16 tolerance 0.02",
+                    buggy=TRUNCATING_PRODUCTION_TOLERANCE,
+                ),
+                Line(
+                    "2. bf16 store, production dtypes, bit-exact",
+                    buggy=TRUNCATING_PRODUCTION,
+                    fixed=STORE_FIXED,
+                ),
+            ),
+            columns=(
+                Column("verdict", "buggy"),
+                Column("verdict", "fixed"),
+                Column("eager error", "buggy"),
+                Column("expected"),
+                Column("as expected"),
+            ),
+        ),
+    ),
+)

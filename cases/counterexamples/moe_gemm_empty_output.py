@@ -1,4 +1,7 @@
-"""aiter#5831 defect 1: the MoE GEMM's output from torch.empty with a half-foreign expert map.
+"""aiter PR #5831, defect 1: the MoE GEMM's output from torch.empty with a half-foreign expert map.
+
+Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
+`python -m harness repro moe_gemm_empty_output`.
 
 Half of the rows of the grouped activations belong to experts of another rank (expert parallelism), so
 no slot of the block map covers them. The buggy variant (zero_unwritten=False) leaves them holding
@@ -14,6 +17,7 @@ import functools
 import torch
 
 from harness import Case, register
+from harness.reproduce import CaseTable, Column, Line, Report
 from kernels.common import quant, routing
 from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
 from kernels.moe_gemm.reference import moe_gemm_reference
@@ -54,8 +58,9 @@ def reference(x, topk_ids, w, w_scale):
     return moe_gemm_reference(x[rows // TOPK], q, bmap).to(torch.bfloat16)
 
 
+VARIANTS: dict[str, Case] = {}
 for _variant, _zero, _expect in (("buggy", False, "uninitialized"), ("fixed", True, "pass")):
-    register(
+    VARIANTS[_variant] = register(
         Case(
             name=f"counterexamples.moe_gemm_empty_output.{_variant}",
             make_inputs=make_inputs,
@@ -67,3 +72,29 @@ for _variant, _zero, _expect in (("buggy", False, "uninitialized"), ("fixed", Tr
             note="aiter#5831: torch.empty output + half-foreign expert map; tolerance as cases/moe_gemm.py",
         )
     )
+
+REPORT = Report(
+    title="aiter #5831 (1/3): moe_gemm_mxfp8 output from torch.empty, unwritten rows under expert parallelism",
+    url="https://github.com/ROCm/aiter/pull/5831",
+    date="2026-09-25",
+    reproduced="the graphsafe MXFP8 MoE GEMM with a half-foreign expert map (token ids of another rank's "
+    "experts), its output from torch.empty (buggy) or with exactly the unwritten rows zero-filled inside the "
+    "op (fixed), under the harness's NaN-poisoned allocation",
+    left_out="the Triton kernel and MI325X (gfx942): the rows are left unwritten by graphsafe's own kernel; "
+    "the downstream `* 0` mask and top-k reduction that spread the NaN across a token",
+    tables=(
+        CaseTable(
+            title="NaN-poisoned allocator, half-foreign map (the report: 100% NaN before, 0/16384 after)",
+            label_header="check",
+            lines=(Line("unwritten rows", buggy=VARIANTS["buggy"], fixed=VARIANTS["fixed"]),),
+            columns=(
+                Column("nonfinite", "buggy", header="main NaN/poison values"),
+                Column("nonfinite", "fixed", header="PR NaN/poison values"),
+                Column("verdict", "buggy", header="main"),
+                Column("verdict", "fixed", header="PR"),
+                Column("as expected"),
+            ),
+            sides=("main", "PR"),
+        ),
+    ),
+)

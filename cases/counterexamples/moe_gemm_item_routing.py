@@ -1,4 +1,7 @@
-"""aiter#5831 defect 2: routing metadata sized with `.sum().item()` cannot be captured.
+"""aiter PR #5831, defect 2: routing metadata sized with `.sum().item()` cannot be captured.
+
+Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
+`python -m harness repro moe_gemm_item_routing`.
 
 The buggy variant builds the block map with kernels.routing.block_map_from_group_sizes_legacy, whose
 exact size comes from a host sync (`int(blocks.sum().item())`); under capture CUDA/HIP report
@@ -14,6 +17,7 @@ import functools
 import torch
 
 from harness import Case, register
+from harness.reproduce import CaseTable, Column, Line, Report
 from kernels.common import quant, routing
 from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
 from kernels.moe_gemm.reference import moe_gemm_reference
@@ -59,8 +63,9 @@ _VARIANTS = (
     ("buggy", routing.block_map_from_group_sizes_legacy, "capture_sync"),
     ("fixed", routing.block_map_from_group_sizes, "pass"),
 )
+VARIANTS: dict[str, Case] = {}
 for _variant, _builder, _expect in _VARIANTS:
-    register(
+    VARIANTS[_variant] = register(
         Case(
             name=f"counterexamples.moe_gemm_item_routing.{_variant}",
             make_inputs=make_inputs,
@@ -72,3 +77,30 @@ for _variant, _builder, _expect in _VARIANTS:
             note="aiter#5831 / review r4045560427: .item() in group_sizes_to_expt_tensors",
         )
     )
+
+REPORT = Report(
+    title="aiter #5831 (2/3): group_sizes_to_expt_tensors ends in .item(), so the MoE GEMM cannot be captured",
+    url="https://github.com/ROCm/aiter/pull/5831",
+    date="2026-09-25",
+    reproduced="the block map built from group sizes with an exact size from `int(blocks.sum().item())` "
+    "(buggy) and with the static bound cdiv(total_rows, block_m) + E, surplus slots stamped -1 (fixed), the "
+    "report's ragged group sizes (0, 7, 64, 1, 100, 0, 84, 0) as per-expert maxima, changing between A and B",
+    left_out="the Triton kernel and MI325X (gfx942); the 2000-routing sweep of the static bound (the suite's "
+    "routing tests cover the bound)",
+    tables=(
+        CaseTable(
+            title="CUDA graph capture + replay (the report: fails on main, passes here)",
+            label_header="check",
+            lines=(Line("capture + replay", buggy=VARIANTS["buggy"], fixed=VARIANTS["fixed"]),),
+            columns=(
+                Column("result", "buggy", header="main"),
+                Column("result", "fixed", header="PR"),
+                Column("verdict", "buggy", header="main verdict"),
+                Column("detail", "buggy", header="main detail"),
+                Column("graph error", "fixed", header="PR graph error"),
+                Column("as expected"),
+            ),
+            sides=("main", "PR"),
+        ),
+    ),
+)
