@@ -20,7 +20,8 @@ Steps (expected: every line OK):
                                 probe ok, the handshake's node kinds, 3 replays with new inputs against the
                                 float64 layer reference (<= 0.02, graph == eager), on vs off bit-equal
                                 (eager and replay), replay ms
-  issue350                      the seed's table on the gpu backend: unsafe 3/3 fail, safe 3/3 pass, equal
+  issue350                      FreeToken #350's tables on the gpu backend (harness.reproduce): every line as
+                                the report says (main fails, the fix passes; BF16 per replay, per format)
   fault <name>                  graph API unsupported / delayed launch / unrecorded memop: probe unsafe,
                                 eager right (delayed launch: the watchdog outlived it)
   fault overlap never answers   overlap on (the probe captures the split notify/wait), memop and hostfn, the
@@ -366,18 +367,12 @@ def s_overlap(mode: str, explicit: bool) -> Callable[[], tuple[bool, str]]:
 
 
 def s_issue350() -> tuple[bool, str]:
-    from cases.counterexamples import issue350
+    from harness import reproduce
 
-    text = issue350.table("gpu")
-    for row in text.splitlines():
+    loaded, outcome, backend = reproduce.reproduce("issue350", "gpu", isolate=False)
+    for row in reproduce.render_text(loaded.report, outcome, backend).splitlines():
         print(f"     | {row}", flush=True)
-    last = text.splitlines()[-1]
-    ok = (
-        "unsafe: 3/3 replays fail (verdict stale_replay" in last
-        and "safe: 3/3 pass (verdict pass)" in last
-        and last.endswith("graph error == eager error: True")
-    )
-    return ok, last
+    return outcome.exit_code == 0, reproduce.conclusion(outcome, backend)
 
 
 def s_fault_unsupported() -> tuple[bool, str]:

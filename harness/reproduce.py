@@ -533,6 +533,32 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+def reproduce(
+    name: str,
+    backend: str = "auto",
+    *,
+    replays: int | None = None,
+    seed: int = 0,
+    isolate: bool = True,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> tuple[Loaded, Outcome, str]:
+    """Load and run one counterexample: (the module, its rendered tables and counts, the resolved backend).
+    Raises ReportError for a module that cannot be used."""
+    loaded = load(name)
+    resolved = resolve_backend_name(backend)
+    if replays is not None and replays < 1:
+        raise ReportError(f"--replays must be >= 1, got {replays}")
+    results = run_cases(
+        loaded,
+        resolved,
+        replays=replays or loaded.report.replays,
+        seed=seed,
+        isolate=isolate,
+        deadline=deadline,
+    )
+    return loaded, build(loaded, resolved, results), resolved
+
+
 def run(
     name: str,
     *,
@@ -543,21 +569,11 @@ def run(
     deadline: float = DEFAULT_DEADLINE_S,
     markdown: bool = False,
 ) -> int:
-    """Load, run and print one counterexample; returns the exit code (module note)."""
+    """Reproduce one counterexample and print it; returns the exit code (module note)."""
     try:
-        loaded = load(name)
-        resolved = resolve_backend_name(backend)
-        if replays is not None and replays < 1:
-            raise ReportError(f"--replays must be >= 1, got {replays}")
-        results = run_cases(
-            loaded,
-            resolved,
-            replays=replays or loaded.report.replays,
-            seed=seed,
-            isolate=isolate,
-            deadline=deadline,
+        loaded, outcome, resolved = reproduce(
+            name, backend, replays=replays, seed=seed, isolate=isolate, deadline=deadline
         )
-        outcome = build(loaded, resolved, results)
     except (ReportError, CaseError, RuntimeError) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
@@ -603,5 +619,6 @@ __all__ = [
     "is_counterexample",
     "load",
     "main",
+    "reproduce",
     "run",
 ]
