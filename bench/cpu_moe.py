@@ -1,5 +1,6 @@
 """Benchmark of the CPU/hybrid MoE layer: per-layer decode latency, graph replay against eager, and the
-handshake's own cost in microseconds (seed 000's shape: E=8, H=512, I=256, top_k 2, BF16).
+handshake's own cost in microseconds (FreeToken issue #350's shape: E=8,
+H=512, I=256, top_k 2, BF16).
 
 CPU rows always run (the executor alone, 1 and 2 threads). GPU rows need a device and skip cleanly without
 one: eager (synchronizing copies), memop and hostfn graph replay, and the handshake alone measured with a

@@ -1,10 +1,10 @@
 """Harness throughput: differential checks per second for a small op, and where one check's time goes.
 
-Role: issue 3 item 7. One run measures, on whichever backend is available (`--backend auto`):
+Role: how much a check costs. One run measures, on whichever backend is available (`--backend auto`):
   * checks/s: full `harness.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats;
   * one check split into capture, replay, eager and compare, each the median over `--repeats` runs;
   * the op's own time (eager, synchronized) for scale.
-Target on the H200 (issue 3): a small-op check (capture, 3 replays, eager, compare) under 5 ms.
+Target on the H200: a small-op check (capture, 3 replays, eager, compare) under 5 ms.
 
     python bench/harness_throughput.py [--backend auto|cpu|gpu] [--repeats 50] [--out bench.csv]
 """

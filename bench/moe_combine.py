@@ -1,7 +1,7 @@
 """Benchmark of graphsafe::moe_combine (bf16, production mix) against the device's copy bandwidth and a
 torch composite of the same math, all measured in one run.
 
-Role: evidence for issue 4's target (>= 85% of measured device-to-device copy bandwidth at T=4096, K=8,
+Role: evidence for the family's target (>= 85% of measured device-to-device copy bandwidth at T=4096, K=8,
 H=7168, and faster than the torch composite). Method: CUDA events around each call, median of --reps
 calls; input sets rotate so that the bytes touched between two reads of one set exceed the L2 size
 (H200: 60 MiB L2; --l2-mib), so no call is served from cache. Effective bandwidth = bytes the op must move

@@ -1,8 +1,8 @@
-"""Benchmark of graphsafe::moe_gemm at decode and prefill shapes (issue 5, seed 004).
+"""Benchmark of graphsafe::moe_gemm at decode and prefill shapes (aiter PR #5831).
 
 Reports, in one run on one GPU: weight bandwidth as a fraction of the device copy bandwidth measured in
 the same run (a D2D copy of the same byte count), time against a per-expert bf16 torch matmul loop and
-torch._grouped_mm (where present), and the zero-fill overhead table of the seed (2T/(E*K), zeros time,
+torch._grouped_mm (where present), and the zero-fill overhead table of aiter PR #5831 (2T/(E*K), zeros time,
 GEMM time, overhead), the op's time eager and replayed from a CUDA graph (graph_ms: how a decode step
 runs it, without Python dispatch and launch gaps), and which kernel ran (moe_gemm_ops.kernel_path). Skips cleanly without a GPU.
 The kernel's own variants (e4m3 decode, tensor-core path) are swept by bench/moe_gemm_variants.cu.

@@ -1,4 +1,4 @@
-// moe_gemm_variants.cu -- sweep of kernels/hip/moe_gemm.hip's kernel variants at the bench shapes.
+// moe_gemm_variants.cu -- sweep of kernels/moe_gemm/moe_gemm.hip's kernel variants at the bench shapes.
 //
 // Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths for
 // slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one standalone
@@ -12,7 +12,7 @@
 // Exit 1 on any mismatch.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
-//   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/hip -DGS_MOE_GEMM_MATH_ONLY \
+//   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/common -I kernels/moe_gemm -DGS_MOE_GEMM_MATH_ONLY \
 //        bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
 #include <cstdio>
 #include <cstdlib>
@@ -186,7 +186,7 @@ int main() {
     CK(cudaMemcpy(ds, sc.data(), sbytes, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
-    // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm_ops.py).
+    // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm/ops.py).
     GsMoeArgs a{GS_FMT_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
                 s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
     // The fp8 ring path's workspace (x as row-scaled f16): written once here; "prepare_rows" times it.

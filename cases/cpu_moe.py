@@ -1,7 +1,8 @@
-"""CPU/hybrid MoE cases: every expert format and handshake mode, replayed with new routing (seed 000).
+"""CPU/hybrid MoE cases: every expert format and handshake mode, replayed with new routing (FreeToken
+issue #350).
 
 Cases are registered at import, before the backend is chosen, so each case's op picks its executor from the
-inputs' device (kernels/cpu_moe_common.py, module note on devices). A case names the handshake by what a
+inputs' device (kernels/cpu_moe/settings.py, note on devices). A case names the handshake by what a
 graph does with it; each backend runs its own implementation of that handshake:
 
 | case mode    | cpu backend (emulated graph)          | gpu backend (CUDA/HIP graph)                        |
@@ -15,7 +16,7 @@ graph does with it; each backend runs its own implementation of that handshake:
 
 Always registered (CI's CPU backend, and the GPU): each format `recorded`, bf16 `direct`, and the negative
 control bf16 `unrecorded` (stale_replay, capture forced). The hybrid layer (a shared expert in torch ops, the
-GPU part, plus the CPU experts; kernels/cpu_moe_executor.py, module note on the hybrid layer) with overlap
+GPU part, plus the CPU experts; kernels/cpu_moe/executor.py, note on the hybrid layer) with overlap
 off and on: bf16 `recorded_overlap_{off,on}` (pass) and `unrecorded_overlap_{off,on}` (stale_replay: the GPU
 part replays with fresh inputs, the CPU experts' part stays stale, and the sum must still be caught).
 Registered only with a device: each format `memop`, bf16 `hostfn`, bf16 `eager` (probe fails, capture
@@ -25,7 +26,7 @@ memop with 3 rebuilds and 19 live graphs (Case fields), and the hybrid layer as 
 On the gpu backend some bf16 names resolve to the same GPU handshake and share one executor (`direct` and
 `hostfn`; `recorded` and `memop_explicit`; `unrecorded` and `memop_unrecorded`); both names stay because
 the always-registered ones are what CI's cpu backend runs.
-Shapes: small on CPU (E=4, H=128, I=64, 3 tokens) so the suite runs in seconds on CI's two cores; the seed's
+Shapes: small on CPU (E=4, H=128, I=64, 3 tokens) so the suite runs in seconds on CI's two cores; FreeToken issue #350's
 layer on GPUs (E=8, H=512, I=256, batch 4, top_k 2).
 """
 
@@ -39,7 +40,7 @@ from harness import Case, register
 from kernels import cpu_moe
 
 EXPERTS, HIDDEN, INTER, TOKENS, TOP_K = 4, 128, 64, 3, 2
-GPU_SHAPE = (8, 512, 256, 4, 2)  # the seed's layer on GPUs: E, H, I, batch, top_k
+GPU_SHAPE = (8, 512, 256, 4, 2)  # FreeToken issue #350's layer on GPUs: E, H, I, batch, top_k
 
 
 @functools.cache
@@ -138,7 +139,7 @@ def _case(
     suffix = f"_{fault}" if fault else ""
     if overlap is not None:
         suffix += "_overlap_on" if overlap else "_overlap_off"
-    threshold = f"{fmt} threshold {cpu_moe.THRESHOLDS[fmt]} (kernels/cpu_moe.py THRESHOLDS: seed 000)"
+    threshold = f"{fmt} threshold {cpu_moe.THRESHOLDS[fmt]} (cpu_moe.THRESHOLDS, FreeToken issue #350's)"
     register(
         Case(
             name=name or f"cpu_moe_{fmt}_{mode}{suffix}",
@@ -210,7 +211,8 @@ if torch.cuda.is_available():
         name="cpu_moe_bf16_memop_rebuild_live",
         rebuilds=3,
         live_graphs=19,
-        note="3 recaptures and 19 live graphs replayed interleaved on one executor slot (seed 000)",
+        note="3 recaptures and 19 live graphs replayed interleaved on one executor slot "
+        "(FreeToken issue #350's rebuild test)",
     )
     for _overlap, _order in ((False, _OFF), (True, _ON)):
         _case("bf16", "memop", overlap=_overlap, note=f"{_HYBRID}; {_order}; memops captured natively")

@@ -1,13 +1,13 @@
-"""Cases for the MoE combine/gate family (seed 003, vllm.cpp#509): shared_expert_gate, moe_combine,
-moe_combine_gate, through the graphsafe:: custom ops of kernels/ops.py.
+"""Cases for the MoE combine/gate family (vllm.cpp PR #509): shared_expert_gate, moe_combine,
+moe_combine_gate, through the graphsafe:: custom ops of kernels/moe_combine/ops.py.
 
 What is compared, and why:
-  * ``.exact`` cases: moe_combine is BIT-EXACT against kernels/reference.moe_combine_f32, an independent
+  * ``.exact`` cases: moe_combine is BIT-EXACT against kernels/moe_combine/reference.moe_combine_f32, an independent
     torch recipe of the same f32 operations in the same order with one rounding (reference.py explains
     why that holds). On the cpu backend eager is the g++ implementation; on a GPU it is the kernel. Both
     are checked bitwise against the same torch oracle.
   * ``.vs_cpu_impl`` cases: the sigmoid ops cannot be bit-exact against torch.sigmoid (different exp), so
-    their bitwise check is eager vs the g++ CPU implementation (kernels/cpu/moe_combine.cpp), as the #509
+    their bitwise check is eager vs the g++ CPU implementation (kernels/moe_combine/moe_combine.cpp), as the #509
     review asks (same math, same order, one store rounding). On the cpu backend that comparison is eager
     vs itself and proves nothing beyond replay == eager; it bites on a GPU.
   * ``.f64`` cases: every op against a float64 oracle with the per-dtype tolerance, independent of the

@@ -1,17 +1,17 @@
-"""Cases for the grouped quantized MoE GEMM (seed 004, aiter#5831): graphsafe::moe_gemm behind the
-sync-free routing of kernels/routing.py, for every weight format of kernels/quant.py.
+"""Cases for the grouped quantized MoE GEMM (aiter PR #5831): graphsafe::moe_gemm behind the sync-free
+routing of kernels/common/routing.py, for every weight format of kernels/common/quant.py.
 
 What is compared, and why:
   * The routing runs inside the captured op: A and B differ in expert ids / group sizes (and tokens), so a
     replay only passes if the block map is rebuilt on the device every time (no .item(), no frozen shape).
-  * Reference: kernels/moe_gemm_reference, f32 matmul over weights dequantized with the
+  * Reference: kernels/moe_gemm/reference.moe_gemm_reference, f32 matmul over weights dequantized with the
     kernels' own decode. What is left is f32 summation order and ONE bf16 rounding of the output (half an
-    ulp: 2^-8 of the value), so every format gets the same tight threshold TOLERANCE, not the seeds'
+    ulp: 2^-8 of the value), so every format gets the same tight threshold TOLERANCE, not aiter PR #5831's
     quantization thresholds (those bound the error against UNquantized weights; tests/test_moe_gemm_ops.py
     checks them and reports the cosine against the fp32 product).
   * Weights are static (same for A and B, as after model load); x, routing and group sizes are dynamic.
 
-Configurations: the seed's 13 shape/layout configurations (K=96: a partial 128-block for block_fp8; K=32:
+Configurations: aiter PR #5831's 13 shape/layout configurations (K=96: a partial 128-block for block_fp8; K=32:
 one K chunk; ragged [0,7,64,1,100,0,84,0] with zero-token experts; NK-view vs KN-copy layouts; decode
 1 token per expert; top-k routing with -1 padding and foreign experts under expert parallelism) run in
 mxfp8; every other format runs the 3 configurations that stress its layout (K=96, ragged, EP top-k).

@@ -1,4 +1,4 @@
-"""Tensor-parallel consensus on the handshake probe: MIN all-reduce over a Gloo group (seed 000).
+"""Tensor-parallel consensus on the handshake probe: MIN all-reduce over a Gloo group (FreeToken issue #350).
 
 Method: two real ranks (torch.multiprocessing spawn, Gloo, file:// rendezvous), each probing its own executor;
 a rank "fails" by using the unrecorded handshake. Expected: one failing rank disables capture on both;

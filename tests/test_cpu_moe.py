@@ -1,8 +1,8 @@
-"""The CPU expert executor: formats bit-identical to kernels/quant.py, accuracy against the float64 reference,
+"""The CPU expert executor: formats bit-identical to kernels/common/quant.py, accuracy against the float64 reference,
 thread-count independence, named refusals, slot capacity from graph sizes, rebuilds and 19 live graphs, and
 the hybrid layer (a shared expert in torch ops plus the CPU experts) with overlap off and on.
 
-Method: small layers (E=4, H=128, INTER=64) so the file runs in seconds on 2 cores; the seed's shape runs in
+Method: small layers (E=4, H=128, INTER=64) so the file runs in seconds on 2 cores; FreeToken issue #350's shape runs in
 tests/test_handshake.py and the issue-350 reproduction.
 """
 
@@ -131,7 +131,7 @@ def test_cases_resolve_each_handshake_per_device() -> None:
 def test_capacity_comes_from_graph_sizes_beyond_16_and_the_decode_limit(
     banks: dict[str, cpu_moe.ExpertBank],
 ) -> None:
-    """Seed 000: capacity was clamped (16 slots / the decode limit). Method: 19 sizes plus 600 > 512.
+    """FreeToken issue #350: capacity was clamped (16 slots / the decode limit). Method: 19 sizes plus 600 > 512.
     Expected: one slot per size, each handshake equal to the direct executor; an unknown size is named."""
     sizes = [*range(1, 20), cpu_moe.DEFAULT_DECODE_LIMIT + 88]
     ex = cpu_moe.CpuMoeExecutor(banks["bf16"], top_k=K, graph_sizes=sizes, mode="recorded")

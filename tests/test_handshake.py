@@ -1,4 +1,4 @@
-"""The handshake's fail-closed probe, its watchdog, and fault injection (seed 000's validation list).
+"""The handshake's fail-closed probe, its watchdog, and fault injection (FreeToken issue #350's validation list).
 
 Each fault must make the probe say "unsafe", keep eager results right, and, when capture is forced anyway,
 give stale_replay from the harness. CPU-emulable faults run here on the CPU backend; the same faults on a
@@ -153,7 +153,9 @@ def test_wait_guard_releases_a_wait_nobody_answers() -> None:
     answered: list[bool] = []
     start = time.monotonic()
     with cpu_moe.wait_guard(0.1) as guard:
-        waiter = threading.Thread(target=lambda: answered.append(ex.service.notify_wait(slot.index, 3_000_000)))
+        waiter = threading.Thread(
+            target=lambda: answered.append(ex.service.notify_wait(slot.index, 3_000_000))
+        )
         waiter.start()
         waiter.join(2.0)
     assert answered == [True] and time.monotonic() - start < 2.0

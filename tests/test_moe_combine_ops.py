@@ -1,4 +1,4 @@
-"""Tests for the MoE combine/gate ops (kernels/ops.py) and their cases.
+"""Tests for the MoE combine/gate ops (kernels/moe_combine/ops.py) and their cases.
 
 Methods: opcheck on CPU; bitwise comparison with the independent torch f32 oracle; the portable sigmoid's
 accuracy; refusals in Python and in C++ (null pointers prove nothing is read); a Hypothesis shape sweep
@@ -181,7 +181,7 @@ def test_nvcc_builds_full_module_for_sm90():
 @pytest.mark.parametrize("mix", [(BF16, BF16, BF16), (F32, F32, F32), (BF16, F32, F32)])
 @pytest.mark.parametrize("shape", [(1, 8, 7168), (33, 8, 127), (4096, 8, 7168), (9000, 2, 129)])
 def test_gpu_bitwise_equals_cpu_implementation(mix, shape):
-    """The #509 gate: kernel == g++ implementation bit for bit, vector and scalar paths, all three ops."""
+    """vllm.cpp PR #509's gate: kernel == g++ implementation bit for bit, vector and scalar paths, all three ops."""
     eo, sh, out = mix
     x, w, s, gate = _inputs(*shape, eo, sh)
     dev = [t.cuda() for t in (x, w, s, gate)]

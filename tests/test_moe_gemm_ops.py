@@ -1,4 +1,4 @@
-"""Tests for graphsafe::moe_gemm (kernels/moe_gemm_ops.py): accuracy against the f32 oracle per format,
+"""Tests for graphsafe::moe_gemm (kernels/moe_gemm/ops.py): accuracy against the f32 oracle per format,
 bitwise NK/KN equality, -1 slots, the zero-fill of uncovered rows (with its negative control), and
 refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); GPU tests compare the
 CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
@@ -65,7 +65,7 @@ def test_negative_control_without_zero_fill_leaves_nan_rows():
     x, q, bmap = _problem("mxfp8", sizes=(4, 4), slack=8)
     with _nan_fill():
         out = mo.moe_gemm(x, q, bmap, block_m=4, zero_unwritten=False)
-    assert torch.isnan(out[8:]).all()  # 100% NaN rows, as the seed saw before its fix
+    assert torch.isnan(out[8:]).all()  # 100% NaN rows, as aiter PR #5831 saw before its fix
     assert torch.isfinite(out[:8]).all()
 
 
@@ -79,7 +79,7 @@ def test_minus_one_slots_return_at_once_and_their_rows_are_zeroed():
 
 
 def test_ragged_groups_with_zero_token_experts_and_block_m_16():
-    sizes = (0, 7, 64, 1, 100, 0, 84, 0)  # the seed's ragged sizes
+    sizes = (0, 7, 64, 1, 100, 0, 84, 0)  # aiter PR #5831's ragged sizes
     x, q, bmap = _problem("mxfp4", e=8, n=16, k=32, sizes=sizes, slack=3, block_m=16)
     out = mo.moe_gemm(x, q, bmap, block_m=16)
     ref = moe_gemm_reference(x, q, bmap)

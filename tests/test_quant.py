@@ -130,8 +130,8 @@ def test_fnuz_encoding_and_range():
 
 
 def test_448_scaled_quantizer_overflows_fnuz():
-    """The seed's bug: dynamic quant scaled for OCP e4m3fn (448) but stored as gfx942 e4m3fnuz (240).
-    Everything above 240/448 of the row max clips; the seed measured round-trip cosine 0.989, this
+    """aiter PR #5831's bug: dynamic quant scaled for OCP e4m3fn (448) but stored as gfx942 e4m3fnuz (240).
+    Everything above 240/448 of the row max clips; the PR measured round-trip cosine 0.989, this
     reproduces 0.989 on N(0,1) rows. The correctly scaled quantizer (the control) stays above 0.999."""
     w = _weights((64, 512))
     v, s = q.quantize_fp8_per_channel(w, torch.float8_e4m3fnuz, qmax=448.0)
@@ -203,4 +203,6 @@ def test_format_codes_are_the_one_table_cpp_uses():
     assert enum == q.FORMAT_CODES
     names = re.search(r'#define GS_FORMAT_NAMES "([^"]+)"', header).group(1)
     assert names == ", ".join(f"{code} {name}" for name, code in q.FORMAT_CODES.items())
-    assert tuple(q.FORMAT_CODES) == q.FORMATS and sorted(q.FORMAT_CODES.values()) == list(range(len(q.FORMATS)))
+    assert tuple(q.FORMAT_CODES) == q.FORMATS and sorted(q.FORMAT_CODES.values()) == list(
+        range(len(q.FORMATS))
+    )

@@ -1,4 +1,4 @@
-"""Tests for kernels/routing.py: the sync-free block map equals a plain-Python construction, and only the
+"""Tests for kernels/common/routing.py: the sync-free block map equals a plain-Python construction, and only the
 legacy builder trips a graph capture (CPU; the 2000-routing sweep takes about a second)."""
 
 import random

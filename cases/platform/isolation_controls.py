@@ -1,4 +1,4 @@
-"""Isolation controls (issue 3, item 4): a case that faults the device and cases that hang or kill the process.
+"""Isolation controls: a case that faults the device and cases that hang or kill the process.
 
 They prove that the runner's worker isolation turns a dead or hung case into `crash` / `timeout` and loses no
 other case's rows. Never run them in the pytest process: their `expect` (crash / timeout) is what in-process

@@ -176,7 +176,7 @@ if torch.cuda.is_available():
         )
     )
 
-    # --- stream memops (seed 000; rocm-systems#8911) -----------------------------------------------------------
+    # --- stream memops (FreeToken issue #350's handshake; rocm-systems#8911) -----------------------------------------------------------
     register(
         Case(
             "platform_memop_handshake",

@@ -14,7 +14,7 @@ from cases.platform._shared import affine_reference, vector_inputs
 from harness import Case, register
 
 REBUILDS = 100
-LIVE_GRAPHS = 32  # twice the control's ring of 16 (kernels/platform_ops.py RING_CAPACITY)
+LIVE_GRAPHS = 32  # twice the control's ring of 16 (kernels/platform/ops.py RING_CAPACITY)
 
 
 def two_kernel_affine(x: torch.Tensor) -> torch.Tensor:

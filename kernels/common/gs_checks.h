@@ -11,7 +11,7 @@
 #include <stdexcept>
 #include <string>
 
-// Dtype codes passed from Python (kernels/ops.py keeps the same table). F16 has a code so that it can be
+// Dtype codes passed from Python (kernels/moe_combine/ops.py DTYPE_CODES keeps the same table). F16 has a code so that it can be
 // named in the refusal; no kernel has an f16 arm.
 enum GsDtype : int { GS_F32 = 0, GS_BF16 = 1, GS_F16 = 2 };
 

@@ -1,10 +1,10 @@
-// hip_compat.h -- the one header every kernels/hip/*.hip source includes.
+// hip_compat.h -- the one header every kernel source (<family>/<stem>.hip) includes.
 //
 // Role: kernels are written against HIP's API. This header makes the same source build three ways:
 //   * hipcc (AMD):       include <hip/hip_runtime.h> and nothing else of ours but the portable helpers.
 //   * nvcc (NVIDIA):     map the small HIP subset the project uses onto CUDA. A project-owned shim
 //                        because Debian's and AMD's HIP-on-NVIDIA headers (hip/nvidia_detail) do not
-//                        compile against CUDA 13 (ARCHITECTURE.md, "Kernels").
+//                        compile against CUDA 13 (Debian hipcc 5.2's headers, tried with nvcc 13.0).
 //   * plain g++ (host):  no runtime at all; only the portable helpers below (GS_HD, bf16 bit
 //                        conversions), so CPU reference implementations round exactly like the kernels.
 // No torch headers here or in any kernel source: kernels take pointers, sizes, strides and a stream.
@@ -80,7 +80,7 @@ static inline hipError_t hipHostMalloc(void** ptr, size_t bytes, unsigned int fl
 }
 
 // Device attributes. NOTE: warpSize is not constexpr from ROCm 7 and fails to link in CUDA host code
-// (PITFALLS.md, Portability): host code queries hipDeviceAttributeWarpSize instead of assuming 32.
+// (64 on CDNA, 32 on RDNA and NVIDIA): host code queries hipDeviceAttributeWarpSize instead of assuming 32.
 typedef enum cudaDeviceAttr hipDeviceAttribute_t;
 #define hipDeviceGetAttribute cudaDeviceGetAttribute
 #define hipDeviceAttributeWarpSize cudaDevAttrWarpSize
@@ -97,7 +97,7 @@ typedef enum cudaDeviceAttr hipDeviceAttribute_t;
 #define hipEventElapsedTime cudaEventElapsedTime
 #define hipStreamWaitEvent cudaStreamWaitEvent
 
-// Host functions: become HOST graph nodes under capture (PITFALLS.md, measured on CUDA 13).
+// Host functions: become HOST graph nodes under capture (measured on CUDA 13: node kind "host").
 typedef cudaHostFn_t hipHostFn_t;
 #define hipLaunchHostFunc cudaLaunchHostFunc
 

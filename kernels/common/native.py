@@ -39,7 +39,9 @@ def source(family_dir: pathlib.Path, stem: str, device: str) -> pathlib.Path:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     path = pathlib.Path(family_dir) / f"{stem}{'.cpp' if device == 'cpu' else '.hip'}"
     if not path.is_file():
-        raise FileNotFoundError(f"{path} not found: op family {pathlib.Path(family_dir).name!r} has no {device} source")
+        raise FileNotFoundError(
+            f"{path} not found: op family {pathlib.Path(family_dir).name!r} has no {device} source"
+        )
     return path
 
 
@@ -71,7 +73,12 @@ def build(
     path = source(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
     flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
     return native_build.build_extension(
-        f"gs_{stem}_{backend}", [path], [COMMON_DIR, family_dir], backend=backend, arch=arch, extra_flags=flags
+        f"gs_{stem}_{backend}",
+        [path],
+        [COMMON_DIR, family_dir],
+        backend=backend,
+        arch=arch,
+        extra_flags=flags,
     )
 
 

@@ -1,8 +1,8 @@
 """Quantize/dequantize references for the weight formats the MoE GEMM consumes (pure torch, any device).
 
-Role: the oracle side of kernels/hip/moe_gemm.hip. Every format is stored as structure-of-arrays
+Role: the oracle side of kernels/moe_gemm/moe_gemm.hip and kernels/cpu_moe/cpu_moe.cpp. Every format is stored as structure-of-arrays
 (values, scales, optional global scale) along the last (K) axis so that an [E, N, K] weight and its
-[E, K, N] transposed view share storage (the seed's per-call permute().contiguous() copy is what the GEMM
+[E, K, N] transposed view share storage (aiter PR #5831's per-call permute().contiguous() copy is what the GEMM
 must avoid). Dequantization here does the same f32 operations the kernels do (decode the code to f32, then
 one f32 multiply per scale), so dequantized weights are bit-identical to the kernels' decoded weights and
 the only kernel-vs-reference difference left is the order of the f32 accumulation.
@@ -167,7 +167,7 @@ def quantize_mx(
     """OCP MX quantization along the last dim: returns (values, E8M0 scales [..., K/32]).
 
     elem "fp8": values in fp8_dtype (e4m3fn, emax 8; e4m3fnuz, emax 7). elem "fp4": e2m1 codes packed.
-    `emax` overrides the element emax: emax=8 with e4m3fnuz reproduces the seed's bug (a quantizer
+    `emax` overrides the element emax: emax=8 with e4m3fnuz reproduces aiter PR #5831's bug (a quantizer
     scaled for OCP's 448 feeding gfx942's 240-max format; round-trip cosine fell to 0.989).
     """
     if elem == "fp8":
@@ -356,5 +356,5 @@ def cosine(a: Tensor, b: Tensor) -> float:
 
 
 def max_rel_error(out: Tensor, ref: Tensor) -> float:
-    """max|out - ref| / max|ref|, the seeds' error measure (NaN anywhere gives NaN)."""
+    """max|out - ref| / max|ref|, the error measure of the three reproduced reports (NaN anywhere gives NaN)."""
     return float((out.double() - ref.double()).abs().max() / ref.double().abs().max())

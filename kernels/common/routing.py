@@ -1,6 +1,6 @@
 """MoE routing metadata for the grouped GEMM, built on the device with no host sync (graph-safe).
 
-Role: turn top-k expert ids (or per-expert group sizes) into the block map kernels/hip/moe_gemm.hip
+Role: turn top-k expert ids (or per-expert group sizes) into the block map kernels/moe_gemm/moe_gemm.hip
 walks. One slot = one block of up to `block_m` consecutive rows of the expert-grouped activations, all
 of one expert: int32 [S, 3] = (expert, row_start, row_count). Surplus slots hold (-1, 0, 0) and the
 kernel returns at once on them.

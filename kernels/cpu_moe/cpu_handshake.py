@@ -37,7 +37,9 @@ def cpu_forward(
     slot = ex.slot_for(hidden.shape[0])
     # Without the graph-node API the notify/wait cannot become nodes: it runs at capture only.
     recorded = ex.mode == "recorded" and not ex.faults.graph_api_unsupported
-    return emulated_handshake(ex, slot, hidden, expert_ids, router_weights, recorded=recorded, gpu_part=ex.shared)
+    return emulated_handshake(
+        ex, slot, hidden, expert_ids, router_weights, recorded=recorded, gpu_part=ex.shared
+    )
 
 
 def emulated_handshake(

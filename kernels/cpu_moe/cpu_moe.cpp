@@ -11,7 +11,7 @@
 // answers `req == 1` on a slot: it clears req, computes from the slot's buffers, and publishes `done = 1`; the
 // waiter (a GPU wait-value node, or notify_wait on the CPU backend) consumes the token by writing done = 0,
 // so the frozen compare values of a captured graph (`req := 1`, `wait done == 1`, `done := 0`) are right on
-// every replay (PITFALLS "Stream memory operations").
+// every replay: a captured memop's compare value is frozen at capture, so only constants may be compared.
 #include <pybind11/pybind11.h>
 
 #include <algorithm>

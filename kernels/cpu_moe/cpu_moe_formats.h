@@ -1,6 +1,7 @@
 // Weight formats of the CPU expert executor: scalar decoders and one-row dequantization.
 //
-// Bit layouts (kernels/quant.py packs the same bytes, kernels/cpu_moe_weights.py hands them over; tests check both agree bit for bit):
+// Bit layouts (kernels/common/quant.py packs the same bytes, kernels/cpu_moe/weights.py hands them over; tests check
+// both agree bit for bit):
 //   bf16       uint16 [E, N, K]
 //   mxfp4      e2m1 nibbles [E, N, K/2] (element 2j in the low nibble, as torch.float4_e2m1fn_x2),
 //              E8M0 scales [E, N, K/32] (OCP MX v1.0: one scale per 32 elements, 0xFF is NaN)
@@ -8,10 +9,10 @@
 //   q4_0       ggml Q4_0 split into arrays: nibbles [E, N, K/2], fp16 d [E, N, K/32]; in each block of 32, byte j
 //              holds element j (low nibble) and element j + 16 (high nibble); value = (nibble - 8) * d
 //   block_fp8  e4m3fn [E, N, K], fp32 scales [E, ceil(N/128), ceil(K/128)] (DeepSeek-V3 weight_scale_inv)
-// These are kernels/quant.py's layouts; its dequantizers do the same f32 operations in the same order
+// These are kernels/common/quant.py's layouts; its dequantizers do the same f32 operations in the same order
 // (decode, then one multiply per scale; nvfp4: value * (block scale * global)), so decoded rows are
 // bit-identical to quant.dequantize_weight (tests/test_cpu_moe.py checks every format).
-// No torch headers: the module is built by g++ in seconds (PITFALLS "Building").
+// No torch headers: the module is built by g++ in seconds (a torch C++ extension takes about a minute).
 #pragma once
 
 #include <cmath>
@@ -105,7 +106,8 @@ inline float e4m3fn_to_f32(uint8_t b) {
   return sign ? -v : v;
 }
 
-// e2m1 (FP4): magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; no NaN, so poison lives in the scales (PITFALLS).
+// e2m1 (FP4): magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6; no NaN, so NaN poison can only show through the scales
+// (an E8M0 0xFF or e4m3 0x7F scale decodes to NaN).
 inline float e2m1_to_f32(uint8_t nibble) {
   static constexpr float kMag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
   const float v = kMag[nibble & 0x7];

@@ -220,7 +220,7 @@ class ExecutorCore:
         self.faults = faults or Faults()
         self.graphs_enabled = False
         self.disabled_reason = "no probe has run"
-        # CUDA records stream memops natively (PITFALLS, measured on CUDA 13); True splices explicit
+        # CUDA records stream memops natively (measured on CUDA 13: batch_mem_op nodes); True splices explicit
         # batch-memop nodes as the HIP path always does, so that path is testable on NVIDIA too.
         self.explicit_memop_nodes = False
         self.last_watchdog: Watchdog | None = None

@@ -1,4 +1,4 @@
-// handshake.hip -- the GPU half of the CPU/hybrid MoE handshake (seed 000, FreeToken #350 and its fix).
+// handshake.hip -- the GPU half of the CPU/hybrid MoE handshake (FreeToken issue #350 and its fix).
 //
 // One decode step, enqueued on the caller's stream (and so recorded into a graph under capture), in two halves:
 //   notify: D2H copies (hidden, expert ids, router weights -> the slot's mapped pinned host buffers), then
@@ -9,12 +9,13 @@
 //           then the H2D copy: the slot's output -> the caller's output
 // `enqueue_notify` and `enqueue_wait` are the halves: the hybrid layer with overlap on enqueues its GPU part
 // (torch kernels) between them on the same stream, so those kernels run while the CPU computes
-// (kernels/cpu_moe_executor.py, module note on the hybrid layer). `enqueue` is both in one call (overlap off), and its
+// (kernels/cpu_moe/executor.py, note on the hybrid layer). `enqueue` is both in one call (overlap off), and its
 // hostfn mode stays one host-function node that runs the CPU layer itself (userData = the Slot*): a host node
 // blocks its stream until it returns, so only the split hostfn form leaves a gap for GPU work.
 // The compare values are constants (1, 1, 0), so freezing them at capture is harmless: the CPU service
-// clears req and sets done, the graph consumes done itself (PITFALLS, "Stream memory operations"). A wait
-// the CPU never answers is released by the Python watchdog storing done := 1 (kernels/cpu_moe_watchdog.py Watchdog,
+// clears req and sets done, the graph consumes done itself (a captured wait-value compares with the value it
+// had at capture, so a changing token would be frozen wrong). A wait
+// the CPU never answers is released by the Python watchdog storing done := 1 (kernels/cpu_moe/watchdog.py Watchdog,
 // wait_guard): the memop wait-value and the hostfn spin both read that word, so one release covers either.
 //
 // Explicit nodes (FLAG_EXPLICIT_NODES, always under HIP): ROCm releases before rocm-systems#8911 execute
@@ -233,10 +234,10 @@ void enqueue_memops(hipStream_t stream, int flags, int parts, void* req, void* d
 // (mapped pinned memory, stable for the executor's life, so the value frozen in a graph stays valid). They
 // call no GPU API (host functions may not).
 //   post_req: the D2H copies before it in stream order have completed when it runs; the release store
-//             publishes them to the service thread, which loads req with acquire (kernels/cpu/cpu_moe.cpp).
+//             publishes them to the service thread, which loads req with acquire (cpu_moe.cpp).
 //   await_done: blocks the stream until the service thread or the watchdog stores done := 1, then consumes
-//             the token. Host functions run one at a time (PITFALLS: a blocking wait inside a host function
-//             serializes all callbacks), as the fused hostfn node's inline CPU layer already does. No
+//             the token. Host functions run one at a time (one callback thread per device: a blocking wait
+//             inside a host function serializes all callbacks), as the fused hostfn node's inline CPU layer already does. No
 //             timeout, as a wait-value has none: a spin that gave up would let the H2D copy publish a stale
 //             slot. Backoff as cpu_moe.cpp notify_wait's: ~2000 polls, then 20 us sleeps.
 void post_req(void* req) { __atomic_store_n(static_cast<uint32_t*>(req), 1u, __ATOMIC_RELEASE); }
@@ -360,7 +361,7 @@ const char* node_kind_name(hipGraphNodeType type) {
 }
 
 // NOTE on CUDA: the runtime's cudaGraphNodeGetType fails (cudaErrorUnknown) on a batch-memop node, measured on
-// an H200 with CUDA 13 (kernels/hip/graph_platform.hip): cudaGraphNodeType has no enumerator for the driver's
+// an H200 with CUDA 13 (kernels/platform/graph_platform.hip): cudaGraphNodeType has no enumerator for the driver's
 // CU_GRAPH_NODE_TYPE_BATCH_MEM_OP (12). The driver's cuGraphNodeGetType knows every kind and numbers the
 // shared ones as the runtime does; resolved through the driver entry point like the memops (no -lcuda).
 #if defined(GS_BACKEND_CUDA)

@@ -136,7 +136,12 @@ class _CpuProbe:
                 s["hidden"], s["expert_ids"], s["router_weights"], self.ex.handle
             )
         return emulated_handshake(
-            self.ex, self.slot, s["hidden"], s["expert_ids"], s["router_weights"], recorded=self.ex.mode == "recorded"
+            self.ex,
+            self.slot,
+            s["hidden"],
+            s["expert_ids"],
+            s["router_weights"],
+            recorded=self.ex.mode == "recorded",
         )
 
     def capture(self, a: dict[str, torch.Tensor]) -> None:

@@ -1,4 +1,4 @@
-// moe_combine.cpp -- CPU implementation of the MoE combine/gate family (kernels/hip/moe_combine.hip).
+// moe_combine.cpp -- CPU implementation of the MoE combine/gate family (moe_combine.hip).
 //
 // Role: the CPU backend and CI run the same cases as the GPU, and on a GPU this is what the kernels are
 // compared with BITWISE. It is written independently of the kernel but performs the same f32 operations
@@ -70,7 +70,7 @@ void combine(const char* op, uintptr_t out, int out_code, uintptr_t expert_out, 
 }  // namespace
 
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe MoE combine/gate, CPU implementation (bit-exact twin of kernels/hip/moe_combine.hip)";
+  m.doc() = "graphsafe MoE combine/gate, CPU implementation (bit-exact twin of moe_combine.hip)";
   m.def("moe_combine", [](uintptr_t out, int out_code, uintptr_t expert_out, int eo_code, uintptr_t weights,
                           uintptr_t shared, int sh_code, int64_t T, int64_t K, int64_t H, int64_t out_st,
                           int64_t eo_st, int64_t eo_sk, int64_t w_st, int64_t w_sk, int64_t sh_st,

@@ -1,4 +1,4 @@
-// moe_combine.hip -- the MoE combine/gate family of seed 003 (vllm.cpp#509), as HIP kernels.
+// moe_combine.hip -- the MoE combine/gate family of vllm.cpp PR #509, as HIP kernels.
 //
 //   shared_expert_gate: out[t,c] = sigmoid(gate[t]) * shared[t,c]
 //   moe_combine:        out[t,h] = routed_scale * sum_k w[t,k] * expert_out[t,k,h]  (+ shared[t,h])
@@ -7,7 +7,7 @@
 //
 // Design, and why: thread-per-element, grid-stride, f32 accumulation in sequential k order, one rounding
 // at the store, no cross-lane reduction. With contraction off (build.py: --fmad=false / -ffp-contract=off)
-// kernels/cpu/moe_combine.cpp writes the same operations in the same order, so the two agree BITWISE
+// moe_combine.cpp writes the same operations in the same order, so the two agree BITWISE
 // (the #509 review: "CHECK(got == ref) is achievable and is the stronger gate").
 // Storage dtypes: f32 or bf16 (bf16 travels as uint16_t bits and converts with gs_bf16_* from
 // hip_compat.h, identical on host and device). Weights and gate logits are f32. Anything else is refused
@@ -172,7 +172,7 @@ inline int gs_size(int code) { return code == 1 ? 2 : 4; }
 
 }  // namespace
 
-// Host launchers. Dtype codes: 0 f32, 1 bf16 (kernels/cpu/gs_checks.h); the pybind11 layer refuses every
+// Host launchers. Dtype codes: 0 f32, 1 bf16 (kernels/common/gs_checks.h); the pybind11 layer refuses every
 // other code before calling these, and these return hipErrorInvalidValue for them as a second line.
 hipError_t gs_moe_combine_launch(const CombineArgs& a, int eo_code, int sh_code, int out_code, hipStream_t stream) {
   for (int code : {eo_code, out_code})
@@ -212,7 +212,7 @@ hipError_t gs_shared_expert_gate_launch(void* out, int out_code, const float* ga
 }
 
 // ------------------------------------------------------------------------------------ pybind11 layer
-// Built only by kernels/build.py (which defines GS_MODULE_NAME); .ci/compile_hip.sh compiles the kernels
+// Built only by kernels/common/native.py (the build cache defines GS_MODULE_NAME); .ci/compile_hip.sh compiles the kernels
 // and launchers above without Python headers.
 #ifdef GS_MODULE_NAME
 #include <pybind11/pybind11.h>
@@ -250,7 +250,7 @@ void combine_entry(const char* op, uintptr_t out, int out_code, uintptr_t expert
 }  // namespace
 
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe MoE combine/gate kernels (HIP source; built by kernels/build.py)";
+  m.doc() = "graphsafe MoE combine/gate kernels (HIP source; built by kernels/common/native.py)";
   m.def(
       "moe_combine",
       [](uintptr_t out, int out_code, uintptr_t expert_out, int eo_code, uintptr_t weights, uintptr_t shared,

@@ -1,4 +1,4 @@
-"""Independent torch oracles for the kernels (plain torch math; never calls kernels/ops.py).
+"""Independent torch oracles for the moe_combine family (plain torch math; never calls ops.py).
 
 Role: what a case compares eager output with. Two kinds per op:
   * ``*_f32``: the kernel's f32 recipe written in torch, one elementwise op at a time (acc = acc + w*x in

@@ -1,11 +1,11 @@
 // moe_gemm.cpp -- CPU implementation of the grouped quantized MoE GEMM (g++ pybind11 module).
 //
-// Role: the "cpu" impl of graphsafe::moe_gemm and the bitwise twin of kernels/hip/moe_gemm.hip. It
+// Role: the "cpu" impl of graphsafe::moe_gemm and the bitwise twin of moe_gemm.hip. It
 // includes the .hip file's host-device part (format decoders, chunk dot product, lane tree, argument
 // checks), so the two cannot drift apart: same decode, same per-lane chunk order (lane l owns chunks
-// l, l+32, ...), same fmaf sequence, same tree, same single bf16 rounding. build.py turns contraction off
-// in both compilers. kernels/moe_gemm_ops.py passes the .hip file's hash as a define, so editing the .hip
-// rebuilds this module (build.py's cache hashes only .h/.hpp headers besides the sources).
+// l, l+32, ...), same fmaf sequence, same tree, same single bf16 rounding. The build cache turns contraction
+// off in both compilers. kernels/common/native.py hashes every source of this folder into a define, so
+// editing the .hip rebuilds this module too (the cache itself hashes only headers besides the sources).
 #include <stdint.h>
 
 #include <vector>
@@ -61,7 +61,7 @@ void moe_gemm_cpu(const GsMoeArgs& a, int zero_unwritten) {
 }  // namespace
 
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe grouped quantized MoE GEMM, CPU twin of kernels/hip/moe_gemm.hip";
+  m.doc() = "graphsafe grouped quantized MoE GEMM, CPU twin of moe_gemm.hip";
   m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
     (void)block_m;  // the CPU walks each slot's rows directly; block_m only picks the GPU register tile
     (void)stream;

@@ -1,7 +1,7 @@
 // moe_gemm.hip -- grouped, weight-quantized MoE GEMM walking the sync-free block map (aiter#5831).
 //
 //   out[r, n] = sum_k x[r, k] * W[e, k, n]   for every row r of a slot (e, row_start, row_count)
-//   x: bf16 [R, K] grouped by expert; W: [E, K, N] in one of 7 formats (kernels/quant.py), read through
+//   x: bf16 [R, K] grouped by expert; W: [E, K, N] in one of 7 formats (kernels/common/quant.py), read through
 //   element strides, so the [E, N, K] storage's transposed view is consumed with no per-call copy;
 //   out: bf16 [R, N]; f32 accumulation; slots with expert -1 return at once.
 //
@@ -12,7 +12,7 @@
 //
 // Three kernels:
 // * The CUDA-core kernel (every format, every slot size; the only one on AMD) does the f32 math in an
-//   order fixed so that kernels/cpu/moe_gemm.cpp (which includes this file's GS_HD part) gives the SAME
+//   order fixed so that moe_gemm.cpp (which includes this file's GS_HD part) gives the SAME
 //   BITS (build.py disables FMA contraction; the fmaf calls below are explicit):
 //     K is split into chunks of 32 (one MX/Q4_0 scale block; NVFP4 has two 16-element sub-chunks).
 //     Logical lane l (0..31) owns chunks l, l+32, l+64, ...; per sub-chunk it forms
@@ -20,7 +20,7 @@
 //     The 32 lane sums are combined by the tree p[i] += p[i + s] for s = 16, 8, 4, 2, 1; the result is
 //     multiplied by the per-channel post-scale (fp8_fnuz; 1.0 otherwise) and rounded once to bf16.
 //   The 32 logical lanes reduce through width-32 shuffles, so 64-wide AMD wavefronts hold two independent
-//   groups (PITFALLS.md "Portability"). Each weight byte is read once per slot with 16-byte loads when K is
+//   groups (warpSize is 64 on CDNA). Each weight byte is read once per slot with 16-byte loads when K is
 //   contiguous and aligned (else element-wise strided loads feed the SAME math). At 1 token per expert it
 //   reads MXFP8 weights at 0.80-0.85 of the H200's copy bandwidth with the sm_89+ e4m3 conversion
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
@@ -172,7 +172,7 @@ struct GsMoeArgs {
   float* x_rs = nullptr;
 };
 
-// K/N extent of one weight scale per format (kernels/moe_gemm_ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
+// K/N extent of one weight scale per format (kernels/moe_gemm/ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
 // gs_moe_make_args refuses any other). Compile-time, so the scale index is shifts, not a 64-bit divide per
 // chunk and column (~70 instructions each on NVIDIA, which has no integer divider).
 GS_HD constexpr int gs_scale_k_block(int fmt) {
@@ -313,7 +313,7 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
   }
 }
 
-// CUDA-core kernel: the bit-exact twin of kernels/cpu/moe_gemm.cpp (same decode, same per-lane chunk
+// CUDA-core kernel: the bit-exact twin of moe_gemm.cpp (same decode, same per-lane chunk
 // order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
@@ -407,8 +407,8 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
 
 // ------------------------------------------------------------------------ tensor-core kernel (CUDA)
 // For slots of more than 16 rows (prefill; the ring kernel below takes 5..16) the CUDA-core kernel does 16+
-// f32 FMAs per weight and is compute-bound (H200 run 3: 4.3 ms at 16 tokens per expert, 2.3% of copy
-// bandwidth). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU twin's
+// f32 FMAs per weight and is compute-bound (4.3 ms at 16 tokens per expert on the H200, 2.3% of copy
+// bandwidth: reports/measurements/moe_gemm-kernel-design). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU twin's
 // bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every
 // run and every replay), and its error against the f32 reference is the same order as the CUDA-core
 // kernel's (tests/test_moe_gemm_ops.py). The per-chunk scale is still applied as acc = fmaf(c, s, acc) on
@@ -601,13 +601,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 }
 
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
-// Slots of 5..16 rows: the 16-tokens-per-expert decode step. History (H200, bench/moe_gemm_variants.cu,
-// MXFP8 at Hy4-TP8 16 tokens, fraction of copy bandwidth): gs_moe_gemm_mma_kernel with one 16-row tile
-// 0.34 (issue-bound: NaN fix-up selects, scale loads, 64-bit addressing per load); this ring with a bf16
-// software decode 0.68-0.70 (session 3; Nsight Compute: ~200 instructions per warp and chunk, 80 of them
-// the decode); this ring with the f16 path below 0.87-0.88 kernel alone, 0.82 with gs_moe_prepare_rows
-// (session 4, reports/measurements/h200-2026-11-30-session4). Per block of 4 warps (4 x NT n8 column tiles,
-// 16 rows):
+// Slots of 5..16 rows: the 16-tokens-per-expert decode step. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
+// of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
+// variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
+// reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile, the 16 x
 //    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
 //    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
@@ -619,8 +616,8 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 //    f16 products are exact in the MMA's f32 accumulator;
 //  * MXFP8: each chunk's f32 partial (two MMAs from zero) times its columns' 2^(e-127), formed by shifting e
 //    into f32's exponent field; a warp vote per stage sends E8M0 bytes 0 (2^-127, an f32 subnormal) and 255
-//    (NaN), which the shift cannot form, to gs_e8m0. The scale is applied in f32, so the session-3 limit
-//    (scaled weights below bf16's normal range lost bits) is gone;
+//    (NaN), which the shift cannot form, to gs_e8m0. The scale is applied in f32, so scaled weights below
+//    bf16's normal range keep every bit;
 //  * block_fp8's f32 scale is one value per 128 K x 128 N block: warp-uniform over a stage (stages start at
 //    multiples of 128 K; a warp's NT * 8 columns lie in one 128-column block), so it multiplies the stage's
 //    f32 partial once. bf16 weights and bf16 x go to the tensor core as they are.
@@ -894,7 +891,7 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
       }
 #if defined(GS_BACKEND_CUDA)
     // 16-byte pieces of 8 elements: the ring path runs only with a.vec_x (gs_moe_gemm_uses_mma); scalar
-    // 2-byte accesses made this kernel 11.7 us at 512 x 6144 (H200 session 4, run 1).
+    // 2-byte accesses would make this kernel 11.7 us at 512 x 6144 on the H200.
     const uint4* xr = reinterpret_cast<const uint4*>(a.x + row * a.x_sr);
     if (a.xh) {
       unsigned em = 0;
@@ -973,12 +970,11 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #if defined(GS_BACKEND_CUDA)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
-    // per warp. Ring configuration (H200 session 4, bench/moe_gemm_variants.cu, MXFP8 at 16 tokens,
-    // fraction of copy bandwidth): 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM
-    // 0.87-0.88 (uncapped: 132 registers, 3 blocks, 0.69; 2 tiles 0.76, with 3 stages 0.83; 4 tiles and 3
-    // stages 0.68; 8 warps per block 0.69-0.87). The cap spills 4 bytes for MXFP8. bf16 takes 2 tiles so
-    // that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an opt-in
-    // attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py runs 2 and 4).
+    // per warp. Ring configuration: 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM,
+    // the best of the sweep (0.87-0.88 of copy bandwidth for MXFP8 at 16 tokens on the H200; the sweep's other
+    // points are in reports/measurements/moe_gemm-kernel-design). The cap spills 4 bytes for MXFP8. bf16 takes
+    // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
+    // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     if (block_m <= 16) {
 #define GS_LAUNCH_RING(F, NT, MINB)                                                                         \
   {                                                                                                         \
@@ -1074,7 +1070,7 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
 
 #ifndef GS_BACKEND_HOST
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe grouped quantized MoE GEMM (HIP source; built by kernels/build.py)";
+  m.doc() = "graphsafe grouped quantized MoE GEMM (HIP source; built by kernels/common/native.py)";
   m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
     GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");

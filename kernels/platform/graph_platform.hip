@@ -1,14 +1,14 @@
 // graph_platform.hip -- native helpers for the platform conformance cases (cases/platform/) and for the gpu
-// backend's graph inspection. Built as a pybind11 module by kernels/build.py; wrapped as torch custom ops in
-// kernels/platform_ops.py. No torch headers: pointers, sizes and streams travel as integers.
+// backend's graph inspection. Built as a pybind11 module by kernels/common/native.py; wrapped as torch custom ops in
+// ops.py. No torch headers: pointers, sizes and streams travel as integers.
 //
 // What is here and why:
 //   * node_kinds(graph): counts a captured graph's node types (hipGraphGetNodes + hipGraphNodeGetType), so
-//     a check can see whether a stream memop became a BATCH_MEM_OP node or ran during capture (PITFALLS.md,
-//     "Stream memory operations": ROCm before rocm-systems#8911 executes and drops them).
+//     a check can see whether a stream memop became a BATCH_MEM_OP node or ran during capture (ROCm
+//     before rocm-systems#8911 executes them at capture and records nothing).
 //   * Slots: executor-owned state one captured graph keeps for its life (pinned mapped host buffers, a device
-//     flag, a host-function call counter), as the seed 000 fix keeps "signals and immutable per-slot parameter
-//     storage executor-owned". Slots are never freed: a graph may replay them until the process ends.
+//     flag, a host-function call counter), as FreeToken issue #350's fix keeps "signals and immutable
+//     per-slot parameter storage executor-owned". Slots are never freed: a graph may replay them until the process ends.
 //   * Copy, host-function and memop sequences, each with the failure shape of a known platform bug.
 //   * Isolation controls: a kernel that faults, a kernel that spins on a flag nobody sets, and abort().
 #include "hip_compat.h"
@@ -194,7 +194,7 @@ void memset_async(uintptr_t ptr, int value, size_t bytes, uintptr_t stream) {
 // ------------------------------------------------------------------------------------- host functions
 void host_affine_fn(void* user) {
   // Runs on the runtime's callback thread; reads its inputs now (at execution), never at enqueue time
-  // (PITFALLS.md: values computed at enqueue are frozen in a graph). No GPU API calls allowed here.
+  // (a value computed at enqueue is frozen into the graph at capture and replayed as it was). No GPU API calls allowed here.
   Slot* slot = static_cast<Slot*>(user);
   for (size_t i = 0; i < slot->n; ++i) slot->host_out[i] = slot->host_in[i] * 2.0f + 1.0f;
   slot->host_calls.fetch_add(1);
@@ -218,7 +218,7 @@ int host_affine(uintptr_t handle, uintptr_t x, uintptr_t y, size_t n, uintptr_t 
 
 // Negative control: the CPU work runs at enqueue time, on the host. Eagerly it synchronizes first (legal
 // outside capture), so eager is right; under capture nothing has run yet, so the graph carries whatever the
-// slot held then: the "host-function fallback froze its values at enqueue" failure of seed 000.
+// slot held then: the "host-function fallback froze its values at enqueue" failure of FreeToken issue #350.
 void host_affine_at_enqueue(uintptr_t handle, uintptr_t x, uintptr_t y, size_t n, uintptr_t stream,
                             bool capturing) {
   Slot* slot = as_slot(handle, n);
@@ -273,7 +273,7 @@ __global__ void affine_plus_flag_kernel(const float* x, float* y, size_t n, cons
 }
 
 // Handshake: write flag=1, wait flag==1, y = 2x + flag, write flag=0 (the token is consumed inside the
-// graph, so a wait on a stale token cannot pass by accident: PITFALLS.md, "Compare values are frozen").
+// graph, so a wait on a stale token cannot pass by accident: a captured memop's compare value is frozen at capture).
 // memop_stream == stream: every memop is captured as a BATCH_MEM_OP node. memop_stream != stream (the negative
 // control): the memops run on a non-capturing stream during capture and are not recorded, which is what ROCm
 // releases before rocm-systems#8911 do; replay then reads flag 0 and returns 2x: finite and stale.
@@ -377,7 +377,7 @@ __device__ inline unsigned long long gs_ticks() {
 __global__ void spin_kernel(const int* flag, unsigned long long limit_ticks, int* timed_out) {
   unsigned long long start = gs_ticks();
   while (*reinterpret_cast<const volatile int*>(flag) == 0) {
-    if (gs_ticks() - start > limit_ticks) {  // watchdog: never hang the queue forever (PITFALLS.md)
+    if (gs_ticks() - start > limit_ticks) {  // watchdog: a wait nobody answers would hang the queue for good
       *timed_out = 1;
       return;
     }

@@ -28,7 +28,9 @@ _EAGER_SLOTS: dict[tuple[int, int], int] = {}
 _GRAPH_SLOTS: list[int] = []  # kept forever: a captured graph may replay them until the process ends
 _RING: list[tuple[int, int]] = []  # the 16-cell ring of the live-graphs control
 _RING_NEXT = [0]
-RING_CAPACITY = 16  # the fixed capacity seed 000's fix replaced ("derive capacity from configured sizes")
+RING_CAPACITY = (
+    16  # the fixed capacity FreeToken issue #350's fix replaced ("derive capacity from configured sizes")
+)
 _KEPT: list[torch.Tensor] = []  # buffers a control deliberately keeps alive (leaks, frozen snapshots)
 
 
@@ -246,7 +248,7 @@ def _new_cell() -> tuple[int, int]:
 @torch.library.custom_op("graphsafe_platform::affine_cell", mutates_args=(), device_types="cuda")
 def affine_cell(x: torch.Tensor) -> torch.Tensor:
     """y = 2*src + 1 where the kernel reads src's address from a parameter cell; one fresh cell per call
-    (so per captured graph): the executor-owned per-graph parameter storage of seed 000's fix."""
+    (so per captured graph): the executor-owned per-graph parameter storage of FreeToken issue #350's fix."""
     _check_f32("affine_cell", x)
     y = torch.empty_like(x)
     host, dev = _new_cell()
