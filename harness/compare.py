@@ -28,6 +28,9 @@ DEFAULT_THRESHOLDS: dict[torch.dtype, float] = {
     torch.float8_e4m3fnuz: 6.25e-2,
     torch.float8_e5m2: 1.25e-1,
     torch.float8_e5m2fnuz: 1.25e-1,
+    # Complex outputs are compared component-wise (real and imaginary parts), at their parts' thresholds.
+    torch.complex64: 1e-5,
+    torch.complex128: 1e-12,
 }
 # Integers, booleans and anything without a table entry compare bit-exact.
 
@@ -47,6 +50,9 @@ def poison_values(dtype: torch.dtype) -> tuple[float | int, ...]:
     0xFF and 0x7F byte fills (the poisoning allocators) and torch's fill_uninitialized_memory (NaN for
     floats, the dtype's max for integers). Float NaNs are caught as non-finite; this lists the finite ones.
     """
+    if dtype.is_complex:
+        # Compared as their real parts' dtype (`compare`), whose poison values are the ones that matter.
+        return poison_values(dtype.to_real())
     if dtype == torch.bool or (not dtype.is_floating_point and dtype.itemsize == 1):
         # One-byte integers (packed fp4, quantized codes) hit 0x7F/0xFF once in 128 random values: too
         # common to call poison. Their stale or unwritten values still show as mismatches.
@@ -103,6 +109,14 @@ def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Compariso
         )
     out_c = out.detach().cpu()
     ref_c = ref.detach().cpu()
+    if out_c.dtype.is_complex:
+        # Real and imaginary parts as a trailing dimension of size 2: each part is checked for NaN and poison
+        # like a float, and the error is normalised by the largest part of the reference.
+        parts = compare(
+            torch.view_as_real(out_c.resolve_conj()), torch.view_as_real(ref_c.resolve_conj()), threshold
+        )
+        parts.first_indices = list(dict.fromkeys(i[:-1] for i in parts.first_indices))
+        return parts
     if out_c.numel() == 0:
         return Comparison(error=0.0, threshold=threshold, nonfinite=0, poisoned=0, mismatches=0)
 

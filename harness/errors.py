@@ -30,6 +30,18 @@ class CaptureSyncError(CaptureError):
     """
 
 
+class OutputTypeError(TypeError):
+    """An op returned something the harness cannot compare (None, a non-tensor, a sparse or nested tensor).
+
+    A mistake in the case definition or a limit of the harness, never a verdict on the op: the protocol turns
+    it into a CaseError naming the field `op`.
+    """
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run here (`--backend gpu` without a GPU): a run-level error (exit code 2)."""
+
+
 class FallbackEager(RuntimeError):
     """Raised by an op (or its executor) at capture time when a fail-closed probe disabled graphs.
 

@@ -1,14 +1,28 @@
-"""The differential replay protocol (ARCHITECTURE.md): capture with input A, replay with fresh inputs B_i
-copied into the same buffers, compare with eager execution on B_i and with the independent reference.
+"""The differential replay protocol: capture with input A, replay with fresh inputs B_i copied into the same
+buffers, compare with eager execution on B_i and with the independent reference.
 
 Read `check` top to bottom: it is the protocol. Everything runs once per byte pattern (0xFF, 0x7F) inside
 the backend's poisoned-allocation scope, so an output that depends on uninitialized memory shows up as
 NaN or poison in one pattern or the other.
+
+How a row's verdict is decided (`_verdict_row`), first failure wins:
+  1. eager output holds NaN/Inf/poison                          -> uninitialized
+  2. eager B now differs from eager B computed before the op ever saw A (first pattern, first replay:
+     the hidden-state probe)                                     -> stale_replay, "state leaked from A"
+  3. eager differs from the reference (per-dtype threshold)      -> eager_mismatch
+  4. graph output holds NaN/Inf/poison where eager does not      -> uninitialized
+  5. graph differs from the reference (per-dtype threshold)      -> stale_replay
+  6. graph differs from eager: bit-exact, unless the case declares `replay_tolerance` (nondeterministic
+     kernels, with a note)                                       -> stale_replay
+A replay and an eager call of the same kernels on the same inputs give the same bits; where they do not,
+something is stale. Random ops draw the same numbers both ways because replay and eager start from the same
+generator state (`GraphBackend.rng_state`): graph-safe sampling passes, noise baked at capture does not.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -21,7 +35,15 @@ from harness.backends import GraphBackend, get_backend
 from harness.backends.base import flatten_tensors
 from harness.case import Case
 from harness.compare import Comparison, compare, default_threshold, poison_values
-from harness.errors import REFUSAL_ERRORS, CaptureError, CaptureSyncError, CaseError, FallbackEager
+from harness.errors import (
+    REFUSAL_ERRORS,
+    CaptureError,
+    CaptureSyncError,
+    CaseError,
+    FallbackEager,
+    OutputTypeError,
+)
+from harness.hidden_state import PythonState
 from harness.poison import PATTERNS, poison_outputs
 from harness.records import Result, Row
 
@@ -55,10 +77,14 @@ def check(
     be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
     rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
-    for pattern in patterns:
+    for index, pattern in enumerate(patterns):
         try:
             with be.poisoned_allocation(pattern):
-                rows.extend(_check_pattern(case, be, pattern, replays, seed, rebuilds, live_graphs))
+                rows.extend(
+                    _check_pattern(
+                        case, be, pattern, replays, seed, rebuilds, live_graphs, probe_hidden_state=index == 0
+                    )
+                )
         except DEVICE_FAULTS as exc:
             # An illegal address or a device-side assert poisons the whole context: nothing after it in this
             # process is trustworthy, so the case is a crash and the runner retires the worker.
@@ -66,22 +92,53 @@ def check(
                 _row_factory(case, be, pattern, seed)(V.CRASH, -1, seed, detail=f"device fault: {exc}")
             )
             break
+    _explain_leak(rows)
     verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
 
 
+LEAK_DETAIL = "hidden state: "
+EAGER_VS_REFERENCE = "eager vs reference: "
+
+
+def _explain_leak(rows: list[Row]) -> None:
+    """Once the hidden-state probe saw state leak from A, a later eager call that disagrees with the reference
+    shows that leak, not a wrong kernel: those rows say so and share the leak's verdict."""
+    if not any(r.detail.startswith(LEAK_DETAIL) for r in rows):
+        return
+    for r in rows:
+        if r.row_verdict == V.EAGER_MISMATCH and r.detail.startswith(EAGER_VS_REFERENCE):
+            r.row_verdict = V.STALE_REPLAY
+            r.detail = "after state leaked from A (hidden-state probe), " + r.detail
+
+
 def _check_pattern(
-    case: Case, be: GraphBackend, pattern: int, replays: int, base_seed: int, rebuilds: int, live_graphs: int
+    case: Case,
+    be: GraphBackend,
+    pattern: int,
+    replays: int,
+    base_seed: int,
+    rebuilds: int,
+    live_graphs: int,
+    *,
+    probe_hidden_state: bool,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
     row = _row_factory(case, be, pattern, seed_a)
 
-    # 1. A and fresh B_i, validated: same shapes, every dynamic input different.
+    # 1. A and fresh B_i, validated: same shapes, every dynamic input different, the op callable with them.
     inputs_a = case.inputs(seed_a, be.device)
     inputs_b = [case.inputs(s, be.device) for s in seeds_b]
     for s, b in zip(seeds_b, inputs_b, strict=True):
         _validate_pair(case, be, seed_a, inputs_a, s, b)
+    _check_callable(case, inputs_a)
+
+    # 1b. The hidden-state probe: eager B_0 before the op has seen A, from the generator state replay 0 and
+    # its eager call will start from too. The probe's changes to the op's Python state are undone, so the
+    # warm-up with A below is still the op's first call (harness/hidden_state.py).
+    rng_start = be.rng_state()
+    fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
 
     # 2. Static buffers hold A; `inputs_a` stays pristine.
     static = {name: t.clone() for name, t in inputs_a.items()}
@@ -95,14 +152,27 @@ def _check_pattern(
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
-        return [_capture_failure_row(exc, row, seed_a)]
+        return [_capture_failure_row(case, exc, row, seed_a)]
     capture_ms = (time.perf_counter() - start) * 1e3
 
     rows = []
     try:
         for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
-            r = _replay_and_compare(case, be, graph, static, b, row, i, seed_b)
+            first = i == 0
+            r = _replay_and_compare(
+                case,
+                be,
+                graph,
+                static,
+                b,
+                row,
+                i,
+                seed_b,
+                rng=rng_start if first else None,
+                fresh=fresh if first else None,
+            )
             r.capture_ms = capture_ms if i == 0 else None
+            r.limits = getattr(graph, "limits", "")  # what this backend's capture could not check
             rows.append(r)
     finally:
         graph.release()
@@ -124,15 +194,31 @@ def _replay_and_compare(
     row: Callable[..., Row],
     replay_index: int,
     seed_b: int,
+    *,
+    rng: tuple[torch.Tensor, ...] | None = None,
+    fresh: list[torch.Tensor] | None = None,
 ) -> Row:
-    replay_ms = _replay(be, graph, static, inputs_b)
-    return _compare_replay(case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms)
+    rng = be.rng_state() if rng is None else rng
+    try:
+        replay_ms = _replay(be, graph, static, inputs_b, rng)
+    except DEVICE_FAULTS:
+        raise
+    except Exception as exc:
+        return _replay_error_row(exc, row, replay_index, seed_b)
+    return _compare_replay(
+        case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms, rng=rng, fresh=fresh
+    )
 
 
 def _replay(
-    be: GraphBackend, graph: Any, static: dict[str, torch.Tensor], inputs_b: dict[str, torch.Tensor]
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: dict[str, torch.Tensor],
+    rng: tuple[torch.Tensor, ...],
 ) -> float:
-    """Steps 4-5: poison the outputs, copy B into the static inputs in place, replay, synchronize (ms)."""
+    """Steps 4-5: poison the outputs, copy B into the static inputs in place, replay from the generator
+    state `rng`, synchronize (ms)."""
     # 4. Poison the outputs: only what this replay writes may survive.
     poison_outputs(graph.outputs)
     # 5. Copy B into the static inputs in place, replay, synchronize.
@@ -140,10 +226,40 @@ def _replay(
         for name, t in inputs_b.items():
             static[name].copy_(t)
     be.synchronize()
+    be.set_rng_state(rng)
     start = time.perf_counter()
     graph.replay()
     be.synchronize()
     return (time.perf_counter() - start) * 1e3
+
+
+def _replay_error_row(exc: Exception, row: Callable[..., Row], replay_index: int, seed_b: int) -> Row:
+    """Capture worked but the replay raised (the process lives on): the graph cannot run, which is neither a
+    crash nor a capture failure."""
+    return row(V.REPLAY_ERROR, replay_index, seed_b, detail=f"replay raised {type(exc).__name__}: {exc}")
+
+
+def _fresh_eager(
+    case: Case, be: GraphBackend, inputs_b: dict[str, torch.Tensor], rng: tuple[torch.Tensor, ...]
+) -> list[torch.Tensor] | None:
+    """Eager B before the op saw A; the op's Python state is put back afterwards. None when eager raised
+    (the warm-up with A meets the same failure and names it)."""
+    state = PythonState(case.op)
+    try:
+        be.set_rng_state(rng)
+        with torch.no_grad():
+            out = [t.clone() for t in flatten_tensors(case.op(**_clone_all(inputs_b)))]
+        be.synchronize()
+    except DEVICE_FAULTS:
+        raise
+    except OutputTypeError as exc:
+        raise CaseError(case.name, "op", str(exc)) from exc
+    except Exception:
+        return None
+    finally:
+        state.restore()
+        be.set_rng_state(rng)
+    return out
 
 
 def _compare_replay(
@@ -156,11 +272,16 @@ def _compare_replay(
     replay_index: int,
     seed_b: int,
     replay_ms: float,
+    *,
+    rng: tuple[torch.Tensor, ...],
+    fresh: list[torch.Tensor] | None = None,
 ) -> Row:
-    """Step 6: the replay's outputs against eager on a clone of B and the independent reference."""
+    """Step 6: the replay's outputs against eager on a clone of B (from the generator state the replay
+    started from), the independent reference, and (`fresh`) eager B before the op saw A."""
     graph_out = [o.clone() for o in graph.outputs]
     replay_modified = _modified_inputs(case, static, inputs_b)
     eager_inputs = _clone_all(inputs_b)
+    be.set_rng_state(rng)
     start = time.perf_counter()
     try:
         with torch.no_grad():
@@ -168,6 +289,8 @@ def _compare_replay(
         be.synchronize()
     except DEVICE_FAULTS:
         raise
+    except OutputTypeError as exc:
+        raise CaseError(case.name, "op", str(exc)) from exc
     except Exception as exc:
         return row(V.EAGER_MISMATCH, replay_index, seed_b, detail=f"eager raised {type(exc).__name__}: {exc}")
     eager_ms = (time.perf_counter() - start) * 1e3
@@ -182,7 +305,7 @@ def _compare_replay(
         except Exception as exc:  # the oracle itself is broken: a case-definition error, not a verdict
             raise CaseError(case.name, "reference", f"raised {type(exc).__name__}: {exc}") from exc
 
-    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference)
+    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh)
     modified = sorted(set(replay_modified) | set(eager_modified))
     if modified and r.row_verdict == V.PASS:
         r.row_verdict = V.EAGER_MISMATCH
@@ -199,13 +322,21 @@ def _verdict_row(
     graph_out: list[torch.Tensor],
     eager_out: list[torch.Tensor],
     reference: list[torch.Tensor] | None,
+    fresh: list[torch.Tensor] | None = None,
 ) -> Row:
-    """Row verdict, first failure wins: eager vs reference, then graph vs reference (or vs eager)."""
-    if len(graph_out) != len(eager_out) or (reference is not None and len(reference) != len(eager_out)):
+    """Row verdict, first failure wins (the order is in the module note)."""
+    counts = {len(graph_out), len(eager_out)} | ({len(reference)} if reference is not None else set())
+    if fresh is not None:
+        counts.add(len(fresh))
+    if len(counts) != 1:
         return row(
             V.EAGER_MISMATCH, replay_index, seed_b, detail="op, graph and reference return different counts"
         )
     thresholds = [_threshold(case, t) for t in eager_out]
+    replay_thresholds = [_replay_threshold(case, t) for t in eager_out]
+    vs_eager = _worst(
+        [compare(g, e, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]
+    )
     if reference is not None:
         eager_cmp = _worst(
             [compare(e, f, th) for e, f, th in zip(eager_out, reference, thresholds, strict=True)]
@@ -215,19 +346,32 @@ def _verdict_row(
         )
     else:
         eager_cmp = _worst([_scan_unwritten(e, th) for e, th in zip(eager_out, thresholds, strict=True)])
-        graph_cmp = _worst(
-            [compare(g, e, th) for g, e, th in zip(graph_out, eager_out, thresholds, strict=True)]
-        )
-    vs_eager = _worst([compare(g, e, th) for g, e, th in zip(graph_out, eager_out, thresholds, strict=True)])
+        graph_cmp = vs_eager
+    leaked = (
+        _worst([compare(e, f, th) for e, f, th in zip(eager_out, fresh, replay_thresholds, strict=True)])
+        if fresh is not None
+        else None
+    )
 
     if eager_cmp.uninitialized:
         verdict, detail = V.UNINITIALIZED, "eager output: " + _describe(eager_cmp)
+    elif leaked is not None and not leaked.ok and vs_eager.ok:
+        # (When graph and eager differ too, the probe cannot tell leaked state from a value drawn anew on
+        # every call, such as a host random number; the graph-vs-eager rule below names that case.)
+        verdict = V.STALE_REPLAY
+        detail = LEAK_DETAIL + (
+            "eager on B after the op ran on A differs from eager on B before the op saw A, "
+            "so state leaked from A into later calls: " + _describe(leaked)
+        )
     elif not eager_cmp.ok:
-        verdict, detail = V.EAGER_MISMATCH, "eager vs reference: " + _describe(eager_cmp)
-    elif graph_cmp.uninitialized:
-        verdict, detail = V.UNINITIALIZED, "graph output: " + _describe(graph_cmp)
-    elif not graph_cmp.ok:
-        verdict, detail = V.STALE_REPLAY, "graph replay: " + _describe(graph_cmp)
+        verdict, detail = V.EAGER_MISMATCH, EAGER_VS_REFERENCE + _describe(eager_cmp)
+    elif graph_cmp.uninitialized or vs_eager.uninitialized:
+        verdict = V.UNINITIALIZED
+        detail = "graph output: " + _describe(graph_cmp if graph_cmp.uninitialized else vs_eager)
+    elif reference is not None and not graph_cmp.ok:
+        verdict, detail = V.STALE_REPLAY, "graph replay vs reference: " + _describe(graph_cmp)
+    elif not vs_eager.ok:
+        verdict, detail = V.STALE_REPLAY, "graph replay vs eager: " + _describe(vs_eager)
     else:
         verdict, detail = V.PASS, ""
     return row(
@@ -298,7 +442,7 @@ def _rebuild_rows(
         except DEVICE_FAULTS:
             raise
         except Exception as exc:  # a recapture may fail where the first capture did not
-            failed = _capture_failure_row(exc, row, seeds_b[r % len(inputs_b)])
+            failed = _capture_failure_row(case, exc, row, seeds_b[r % len(inputs_b)])
             failed.phase, failed.detail = "rebuild", f"rebuild {r}/{rebuilds}: {failed.detail}"
             rows.append(failed)
             break
@@ -350,7 +494,7 @@ def _live_graph_rows(
             except DEVICE_FAULTS:
                 raise
             except Exception as exc:  # capturing one more graph while the others are alive may fail
-                failed = _capture_failure_row(exc, row, seeds_b[0])
+                failed = _capture_failure_row(case, exc, row, seeds_b[0])
                 failed.phase, failed.detail = "live", f"live graph {g}/{live_graphs}: {failed.detail}"
                 return [failed]
         rows = []
@@ -359,12 +503,21 @@ def _live_graph_rows(
             # memory with another's (a cached output buffer, a shared pool replayed out of order, a parameter
             # slot reused past its capacity) then shows the other graph's values.
             b_indices = [(g + turn) % len(inputs_b) for g in range(len(graphs))]
-            times = [
-                _replay(be, graph, static, inputs_b[b])
-                for (graph, static), b in zip(graphs, b_indices, strict=True)
-            ]
-            for g, ((graph, static), b, ms) in enumerate(zip(graphs, b_indices, times, strict=True)):
-                res = _compare_replay(case, be, graph, static, inputs_b[b], row, g, seeds_b[b], ms)
+            times, states = [], []
+            for g, ((graph, static), b) in enumerate(zip(graphs, b_indices, strict=True)):
+                states.append(be.rng_state())
+                try:
+                    times.append(_replay(be, graph, static, inputs_b[b], states[-1]))
+                except DEVICE_FAULTS:
+                    raise
+                except Exception as exc:
+                    failed = _replay_error_row(exc, row, g, seeds_b[b])
+                    failed.phase, failed.detail = "live", f"live graph {g}/{live_graphs}: {failed.detail}"
+                    return [failed]
+            for g, ((graph, static), b, ms, rng) in enumerate(
+                zip(graphs, b_indices, times, states, strict=True)
+            ):
+                res = _compare_replay(case, be, graph, static, inputs_b[b], row, g, seeds_b[b], ms, rng=rng)
                 res.phase = "live"
                 if res.row_verdict != V.PASS:
                     res.detail = f"live graph {g}/{live_graphs}, round {turn}: {res.detail}"
@@ -387,8 +540,15 @@ def _live_graph_rows(
 # ----------------------------------------------------------------------------------------------- helpers
 
 
-def _capture_failure_row(exc: Exception, row: Callable[..., Row], seed: int) -> Row:
-    """The case-level row for an exception out of `backend.capture` (warm-up included)."""
+def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], seed: int) -> Row:
+    """The case-level row for an exception out of `backend.capture` (warm-up included).
+
+    An output the harness cannot compare is a case-definition error (CaseError on `op`), not a verdict."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OutputTypeError):
+            raise CaseError(case.name, "op", str(cause)) from exc
+        cause = cause.__cause__
     if isinstance(exc, CaptureSyncError):
         return row(V.CAPTURE_SYNC, -1, seed, detail=str(exc))
     if isinstance(exc, CaptureError):
@@ -465,6 +625,32 @@ def _validate_pair(
                 f"input {name!r} is identical for seeds {seed_a} and {seed_b}: a stale replay could not be "
                 "seen; make it depend on the seed, or list it in static_inputs",
             )
+
+
+def _check_callable(case: Case, inputs: dict[str, torch.Tensor]) -> None:
+    """An op whose parameters do not match the input names is a case-definition error, not a `refused` op."""
+    try:
+        signature = inspect.signature(case.op)
+    except (TypeError, ValueError):  # builtins and some C++ callables publish no signature: nothing to check
+        return
+    try:
+        signature.bind(**inputs)
+    except TypeError as exc:
+        raise CaseError(
+            case.name,
+            "op",
+            f"cannot be called with the inputs of make_inputs ({', '.join(sorted(inputs))}): {exc}",
+        ) from exc
+
+
+def _replay_threshold(case: Case, out: torch.Tensor) -> float:
+    """Graph vs eager: bit-exact unless the case declares `replay_tolerance` for nondeterministic kernels
+    (atomics, split-K); integer and boolean outputs stay bit-exact either way."""
+    if case.bit_exact or case.replay_tolerance is None:
+        return 0.0
+    if not (out.dtype.is_floating_point or out.dtype.is_complex):
+        return 0.0
+    return float(case.replay_tolerance)
 
 
 def _threshold(case: Case, out: torch.Tensor) -> float:

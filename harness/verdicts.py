@@ -6,10 +6,11 @@ Users' case files name these strings in `expect=`; never rename one.
 from __future__ import annotations
 
 PASS = "pass"
-STALE_REPLAY = "stale_replay"  # graph output differs from eager while eager is right
+STALE_REPLAY = "stale_replay"  # graph differs from eager (bit-exact unless declared); or state leaked from A
 UNINITIALIZED = "uninitialized"  # NaN/Inf/poison in the output where a finite value is expected
 CAPTURE_SYNC = "capture_sync"  # host sync or data-dependent shape during capture
 CAPTURE_ERROR = "capture_error"  # any other capture failure
+REPLAY_ERROR = "replay_error"  # capture worked, but replaying the graph raised (the process lives on)
 EAGER_MISMATCH = "eager_mismatch"  # eager disagrees with the reference, or the op modified an input
 CRASH = "crash"  # the process running the case died
 TIMEOUT = "timeout"  # the case ran past its deadline
@@ -25,6 +26,7 @@ SEVERITY: tuple[str, ...] = (
     TIMEOUT,
     CAPTURE_SYNC,
     CAPTURE_ERROR,
+    REPLAY_ERROR,
     REFUSED,
     UNINITIALIZED,
     EAGER_MISMATCH,

@@ -13,20 +13,31 @@ from typing import Any
 
 import torch
 
+from harness.errors import OutputTypeError
+
 
 def flatten_tensors(result: Any) -> tuple[torch.Tensor, ...]:
     """An op's result (a tensor, or nested tuples/lists of tensors) as a flat tuple in return order.
 
-    The one place that decides what an op may return; raises TypeError naming what else it found.
+    The one place that decides what an op may return; raises OutputTypeError (a TypeError) naming what else it
+    found. Sparse and nested tensors are refused by name: their values live in several internal tensors
+    whose layout (nnz, offsets) may differ between two correct runs, so a byte comparison would mean nothing.
     """
     if isinstance(result, torch.Tensor):
+        if result.is_nested:
+            raise OutputTypeError("op returned a nested tensor; graphsafe compares strided tensors only")
+        if result.layout != torch.strided:
+            raise OutputTypeError(
+                f"op returned a tensor with layout {result.layout}; graphsafe compares strided tensors only "
+                "(return .to_dense())"
+            )
         return (result,)
     if isinstance(result, tuple | list) and result:
         flat: list[torch.Tensor] = []
         for item in result:
             flat.extend(flatten_tensors(item))
         return tuple(flat)
-    raise TypeError(
+    raise OutputTypeError(
         f"op returned {type(result).__name__}; outputs must be a Tensor or a non-empty tuple/list of Tensors"
     )
 
@@ -77,6 +88,24 @@ class GraphBackend(abc.ABC):
     def memory_in_use(self) -> int:
         """Bytes of device memory held by the process (for rebuild growth); 0 where not measurable."""
         return 0
+
+    def rng_state(self) -> tuple[torch.Tensor, ...]:
+        """The default generators' states (CPU, plus this device's on GPUs), for replaying random ops fairly.
+
+        A CUDA graph reads its generator's seed and offset at replay and advances the offset (CUDAGraph::replay
+        -> replay_prologue), exactly as an eager call of the same kernels would; the CPU backend's replay
+        re-runs the recorded random ops on the CPU generator. So graph and eager draw the same numbers only
+        when both start from the same state: the protocol restores this snapshot before each of them.
+        """
+        states = [torch.get_rng_state()]
+        if self.device.type == "cuda":
+            states.append(torch.cuda.get_rng_state(self.device))
+        return tuple(states)
+
+    def set_rng_state(self, state: tuple[torch.Tensor, ...]) -> None:
+        torch.set_rng_state(state[0])
+        if self.device.type == "cuda":
+            torch.cuda.set_rng_state(state[1], self.device)
 
     def describe(self) -> str:
         """One line for reports: which backend produced a verdict, and on what."""
