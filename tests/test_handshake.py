@@ -293,6 +293,22 @@ def test_gpu_probe_passes_and_graph_replay_is_exact(mode: str) -> None:
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["memop", "hostfn", "eager"])
+def test_gpu_eager_handshake_is_bit_equal_to_the_executor_on_cpu(mode: str) -> None:
+    """Method: one step through the GPU handshake outside capture (copies GPU->host, the CPU layer, copy back)
+    and the same executor's forward on CPU copies of the inputs. Expected: the same bits (the handshake moves
+    bytes and adds no arithmetic), within 0.02 of the float64 reference."""
+    ex = _executor(mode, "cuda")
+    x = cpu_moe.make_routing(21, T, E, K, H, "cuda", torch.bfloat16)
+    out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
+    torch.cuda.synchronize()
+    cpu = {k: v.cpu() for k, v in x.items()}
+    assert torch.equal(out.cpu(), ex.forward_eager(cpu["hidden"], cpu["expert_ids"], cpu["router_weights"]))
+    assert _eager_is_right(ex)
+    ex.close()
+
+
+@pytest.mark.gpu
 def test_gpu_explicit_batch_memop_nodes_probe_passes() -> None:
     ex = _executor("memop", "cuda")
     ex.explicit_memop_nodes = True

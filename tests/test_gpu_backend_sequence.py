@@ -1,29 +1,26 @@
-"""GPU smoke test of the gpu backend's pool and graph lifetime, in ONE process, one line per step.
+"""The gpu backend's pool and graph lifetime, step by step in ONE process, in a fixed order.
 
-Run: `python3 bench/gpu_smoke.py` from the repository root on a machine with a GPU (exits 0 with a SKIP line
-without one). Not collected by pytest (bench/, no test_ prefix): its point is the order. Every step runs in the
-same process after the previous ones, as the harness's worker does, so the first step that aborts the process
-(a C++ assertion such as torch 2.11's `captures_underway.empty()` in ~MemPool) is the last "START" line printed;
-a step that fails without killing the process prints FAIL and the script goes on. Each line ends with the
-backend's lifetime state (open pool contexts, pools alive, releases not yet destroyed).
-
-Expected on a healthy machine: every step prints OK, then `SMOKE OK (n steps)`; exit status 0.
+Method: each step runs after the previous ones in the same process, as the harness's worker runs case after
+case, so a step that leaves the backend in a bad state (an open pool context, a pool freed while a graph
+still uses it, a capture left open) breaks the steps after it. One test runs every step in order and keeps
+going after a failing step (later steps show whether the process is still usable); a step that aborts the
+process (a C++ assertion such as torch 2.11's `captures_underway.empty()` in ~MemPool) kills the test, and
+the last "START" line it printed (pytest -s) names the step. Each line ends with the backend's lifetime
+state (open pool contexts, pools alive, releases not yet destroyed).
+Expected: every step OK.
 """
 
 from __future__ import annotations
 
 import gc
-import pathlib
-import sys
 import time
 import traceback
 from collections.abc import Callable
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
-
+import pytest
 import torch
 
-RESULTS: list[tuple[str, bool]] = []
+pytestmark = pytest.mark.gpu
 
 
 def _state() -> str:
@@ -37,31 +34,26 @@ def _state() -> str:
     )
 
 
-def step(name: str, fn: Callable[[], str]) -> None:
-    print(f"START {name}", flush=True)
-    start = time.perf_counter()
-    try:
-        detail = fn()
-        ok = True
-    except Exception as exc:  # keep going: later steps show whether the process is still usable
-        detail = f"{type(exc).__name__}: {exc}"
-        traceback.print_exc(file=sys.stdout)
-        ok = False
-    ms = (time.perf_counter() - start) * 1e3
-    print(f"{'OK  ' if ok else 'FAIL'} {name} ({ms:.0f} ms): {detail} {_state()}", flush=True)
-    RESULTS.append((name, ok))
-
-
-def main() -> int:
-    if not torch.cuda.is_available():
-        print("SKIP no CUDA/ROCm device")
-        return 0
-    from harness.backends.gpu import GpuBackend
+def test_gpu_backend_lifetime_sequence() -> None:
+    from harness.backends import get_backend
     from harness.errors import CaptureError, CaptureSyncError
 
-    be = GpuBackend()
+    be = get_backend("gpu")
     print(f"INFO {be.describe()}", flush=True)
     x = torch.arange(4096, device="cuda", dtype=torch.float32)
+    failures: list[str] = []
+
+    def step(name: str, fn: Callable[[], str]) -> None:
+        print(f"START {name}", flush=True)
+        start = time.perf_counter()
+        try:
+            detail, ok = fn(), True
+        except Exception as exc:  # keep going: later steps show whether the process is still usable
+            detail, ok = f"{type(exc).__name__}: {exc}", False
+            traceback.print_exc()
+            failures.append(f"{name}: {detail}")
+        ms = (time.perf_counter() - start) * 1e3
+        print(f"{'OK  ' if ok else 'FAIL'} {name} ({ms:.0f} ms): {detail} {_state()}", flush=True)
 
     def capture_ok() -> str:
         with be.poisoned_allocation(0xFF):
@@ -70,7 +62,7 @@ def main() -> int:
             g.replay()
             be.synchronize()
             assert torch.equal(g.outputs[0], x * 2 + 1), "replay did not follow the new input"
-            g.release()  # inside the scope: the release that aborted the first H200 run
+            g.release()  # inside the scope, where a pool freed under an open context aborts the process
         return "capture, replay with new input, release inside the scope"
 
     def capture_sync_then_capture() -> str:
@@ -207,13 +199,4 @@ def main() -> int:
     step("node kinds of a memop graph", node_kinds_memop)
     step("protocol check of one case after all of the above", protocol_one_case)
 
-    failed = [name for name, ok in RESULTS if not ok]
-    if failed:
-        print(f"SMOKE FAIL ({len(failed)}/{len(RESULTS)} steps): {', '.join(failed)}", flush=True)
-        return 1
-    print(f"SMOKE OK ({len(RESULTS)} steps)", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    assert not failures, f"{len(failures)} step(s) failed: " + "; ".join(failures)
