@@ -9,7 +9,8 @@
 // give bitwise identical outputs (they are all the CPU twin's math); (3) the tensor-core output's relative
 // error against the CUDA-core output (NaN where it has NaN, and only there), including a small shape with
 // NaN weight bytes, scales up to 2^12 and E8M0 bytes 0 and 255 (the ring kernel's exact-scale path).
-// Exit 1 on any mismatch.
+// Exit 1 on any mismatch. The portable decode's half of check (1) also runs without a GPU in `make test`
+// (tests/test_moe_gemm_ops.py, every fp8 byte through the CPU twin against torch's decode).
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/common -I kernels/moe_gemm -DGS_MOE_GEMM_MATH_ONLY \

@@ -333,3 +333,34 @@ def test_weight_copy_counterexample_reports_bytes_and_time():
     from cases.counterexamples.moe_gemm_weight_copy import test_weight_copy_is_reported_and_buys_nothing
 
     test_weight_copy_is_reported_and_buys_nothing()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "dtype"), [("mxfp8", torch.float8_e4m3fn), ("fp8_fnuz", torch.float8_e4m3fnuz)]
+)
+def test_fp8_decode_of_every_byte_in_every_word_position_matches_torch(fmt: str, dtype: torch.dtype) -> None:
+    """Method: the CPU twin's chunk decode (the portable decode the GPU's CUDA-core kernel runs too) on all 256
+    bytes, each at the 4 byte positions of a little-endian word whose other bytes encode 1.0 (0x38 e4m3fn,
+    0x40 e4m3fnuz). Expected: each element's f32 bits equal torch's own decode of that byte, NaN exactly
+    where torch gives NaN, and the neighbouring 1.0 bytes untouched (a NaN byte poisons only itself)."""
+    one = 0x38 if dtype == torch.float8_e4m3fn else 0x40
+    reference = torch.arange(256, dtype=torch.uint8).view(dtype).float()
+    module = mo.cpu_module()
+    words = torch.zeros(16, dtype=torch.int32)
+    out = torch.empty(32, dtype=torch.float32)
+    checked = 0
+    for byte in range(256):
+        for pos in range(4):
+            chunk = torch.full((4,), one, dtype=torch.uint8)
+            chunk[pos] = byte
+            words.zero_()
+            words[0] = int.from_bytes(bytes(chunk.tolist()), "little", signed=True)
+            module.decode_chunk(quant.FORMAT_CODES[fmt], words.data_ptr(), out.data_ptr())
+            want = torch.ones(4)
+            want[pos] = reference[byte]
+            got = out[:4]
+            assert torch.equal(torch.isnan(got), torch.isnan(want)), (byte, pos, got, want)
+            finite = ~torch.isnan(want)
+            assert torch.equal(got[finite].view(torch.int32), want[finite].view(torch.int32)), (byte, pos)
+            checked += 1
+    assert checked == 256 * 4

@@ -76,6 +76,15 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     (void)GS_MOE_GEMM_MAKE_ARGS;  // the same validation as moe_gemm
     return std::string("cuda_core");  // the CPU twin is the reference order the CUDA-core kernel matches
   });
+  // One chunk's decode as the GEMM runs it (the portable decode the GPU's CUDA-core kernel shares): 16 little-
+  // endian words in, 32 f32 weights out. tests/test_moe_gemm_ops.py checks every fp8 byte against torch.
+  m.def("decode_chunk", [](int fmt, uintptr_t words, uintptr_t out) {
+    gs_require(fmt >= GS_FMT_BF16 && fmt <= GS_FMT_Q4_0, "decode_chunk",
+               "fmt is " + std::to_string(fmt) + "; allowed: " GS_FORMAT_NAMES);
+    gs_require_ptr("decode_chunk", "words", words, 16);
+    gs_require_ptr("decode_chunk", "out", out, kChunk);
+    gs_decode_chunk(fmt, reinterpret_cast<const uint32_t*>(words), reinterpret_cast<float*>(out));
+  });
   m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
     (void)block_m;
     (void)GS_MOE_GEMM_MAKE_ARGS;
