@@ -20,10 +20,10 @@ nothing on this backend (a reproduction that reproduces nothing is an error, nev
 
 Tables:
 - CaseTable: one line per finding (or per format), each with a buggy and a fixed case; its columns pick
-  metrics of the two results (eager/graph error, verdict, PASS/FAIL, detail, nonfinite count, threshold,
-  expectation, whether the line is as expected). `per_replay=True` prints one row per replay instead,
-  the shape of a report that lists replays. Error metrics come from the first poison pattern's rows; the
-  verdicts cover every pattern and replay.
+  metrics of the two results (eager/graph error, graph vs eager, verdict, PASS/FAIL, detail, NaN/poison
+  count, threshold, expectation, whether the line is as expected). `per_replay=True` prints one row per
+  replay instead, the shape of a report that lists replays. Error metrics come from the first poison
+  pattern's rows; the verdicts cover every pattern and replay.
 - MeasuredTable: rows the module measures itself (timings, byte counts) for claims that are not graph-safety
   verdicts; each row says whether it is as the report says (a timing is reported, never judged).
 A line whose cases need a GPU (streams, a device kernel) says so in `gpu_only`; on the cpu backend it prints
@@ -56,7 +56,7 @@ from harness.verdicts import PASS
 COUNTEREXAMPLE_PACKAGE = "counterexamples"  # below each configured suite (harness.suites)
 SIDES = ("buggy", "fixed")
 # Metrics of one side's result, and metrics of a whole line.
-SIDE_METRICS = ("eager error", "graph error", "verdict", "result", "detail", "nonfinite")
+SIDE_METRICS = ("eager error", "graph error", "graph vs eager", "verdict", "result", "detail", "nonfinite")
 LINE_METRICS = ("threshold", "expected", "as expected")
 DETAIL_WIDTH = 72
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -424,7 +424,9 @@ def _cell(
         return "n/a"
     if column.metric == "nonfinite":
         return str(max(r.nonfinite + r.poisoned for r in rows))
-    key = "eager_error" if column.metric == "eager error" else "graph_error"
+    key = {"eager error": "eager_error", "graph error": "graph_error", "graph vs eager": "graph_vs_eager"}[
+        column.metric
+    ]
     values = [getattr(r, key) for r in rows if getattr(r, key) is not None]
     if not values:
         return "n/a"

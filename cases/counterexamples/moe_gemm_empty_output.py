@@ -88,7 +88,7 @@ REPORT = Report(
             label_header="check",
             lines=(Line("unwritten rows", buggy=VARIANTS["buggy"], fixed=VARIANTS["fixed"]),),
             columns=(
-                Column("nonfinite", "buggy", header="main NaN/poison values"),
+                Column("nonfinite", "buggy", header="main NaN/poison count"),
                 Column("nonfinite", "fixed", header="PR NaN/poison values"),
                 Column("verdict", "buggy", header="main"),
                 Column("verdict", "fixed", header="PR"),
