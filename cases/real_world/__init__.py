@@ -1,0 +1,32 @@
+"""Real-world conformance suite: public libraries' code called the way their users call it.
+
+Each case's `note` gives its expected verdict and the library source line that decides it (a host read, a
+data-dependent shape, or only device work). The libraries are optional (the `real-world` extra in
+pyproject.toml: `pip install -e '.[real-world]'`); a module whose library is missing registers nothing and
+says so: `SKIPPED` maps the module to the reason, and a RealWorldSkipWarning is raised at import.
+
+Run it alone: `python -m harness verify --case cases.real_world` (add `--backend gpu` on a GPU).
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+from types import ModuleType
+
+SKIPPED: dict[str, str] = {}  # module registering no cases -> why
+
+
+class RealWorldSkipWarning(UserWarning):
+    """A real-world case module registered nothing because a library it calls is not installed."""
+
+
+def optional_library(name: str, module: str) -> ModuleType | None:
+    """Import `name` for the case module `module`; None, recorded in SKIPPED and warned, when it is absent."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        reason = f"{name} is not installed ({exc}); install the extra: pip install -e '.[real-world]'"
+        SKIPPED[module] = reason
+        warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
+        return None

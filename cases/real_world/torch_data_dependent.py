@@ -1,0 +1,108 @@
+"""torch's data-dependent ops next to their capture-safe forms, as model code calls them.
+
+Each pair computes the same thing twice: the form whose CUDA kernel reads device data on the host (expected
+`capture_sync` on every backend) and the form that keeps the size on the host side of the API (expected
+`pass`). The ATen source that decides each one is named in the note; harness/backends/cpu.py's SYNC_RULES
+hold the same rules for the CPU backend.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from harness import Case, register
+
+TOKENS, EXPERTS, TOP_K = 32, 8, 2
+SLOTS = TOKENS * TOP_K  # every (token, slot) pair routed once: the total of `counts` below
+
+
+def _routing(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    expert_ids = torch.randint(0, EXPERTS, (SLOTS,), generator=g)
+    scores = torch.randn(SLOTS, generator=g)
+    # Per-expert token counts summing to SLOTS (as a router's histogram does): repeat_interleave's total.
+    counts = torch.bincount(expert_ids, minlength=EXPERTS)
+    return {"expert_ids": expert_ids.to(device), "scores": scores.to(device), "counts": counts.to(device)}
+
+
+def _pair(name: str, unsafe, safe, unsafe_note: str, safe_note: str) -> None:  # type: ignore[no-untyped-def]
+    """Register `<name>_sync` (expected capture_sync) and `<name>_capture_safe` (expected pass)."""
+    register(
+        Case(name=f"{name}_sync", make_inputs=_routing, op=unsafe, expect="capture_sync", note=unsafe_note)
+    )
+    register(
+        Case(name=f"{name}_capture_safe", make_inputs=_routing, op=safe, note=f"expected pass: {safe_note}")
+    )
+
+
+_pair(
+    "torch_repeat_interleave",
+    lambda expert_ids, scores, counts: torch.arange(EXPERTS, device=counts.device).repeat_interleave(counts),
+    lambda expert_ids, scores, counts: torch.arange(EXPERTS, device=counts.device).repeat_interleave(
+        counts, output_size=SLOTS
+    ),
+    "aten/src/ATen/native/Repeat.h repeat_interleave_common: without output_size the total is "
+    "cumsum(repeats)[-1].item() (a host read)",
+    "same op with output_size=SLOTS: Repeat.h takes the total from the argument and launches kernels only",
+)
+_pair(
+    "torch_nonzero",
+    lambda expert_ids, scores, counts: torch.nonzero(scores > 0),
+    lambda expert_ids, scores, counts: torch.nonzero_static(scores > 0, size=SLOTS, fill_value=-1),
+    "aten/src/ATen/native/cuda/Nonzero.cu nonzero_out_cuda: the count is copied to the host to size the output",
+    "nonzero_static (Nonzero.cu nonzero_static_out_cuda): fixed size, padded with fill_value; no host read",
+)
+_pair(
+    "torch_histc",
+    lambda expert_ids, scores, counts: torch.histc(expert_ids.float(), bins=EXPERTS),
+    lambda expert_ids, scores, counts: torch.histc(expert_ids.float(), bins=EXPERTS, min=0, max=EXPERTS - 1),
+    "aten/src/ATen/native/cuda/SummaryOps.cu _histc_cuda_template: min == max (the default 0, 0) reads the "
+    "input's min and max on the host",
+    "explicit range (as transformers' grouped_mm experts path calls it): _histc_cuda_template skips the host "
+    "read; the float input is what transformers passes on CPU",
+)
+_pair(
+    "torch_bincount",
+    lambda expert_ids, scores, counts: torch.bincount(expert_ids, minlength=EXPERTS),
+    lambda expert_ids, scores, counts: torch.zeros(
+        EXPERTS, dtype=torch.int64, device=expert_ids.device
+    ).scatter_add_(0, expert_ids, torch.ones_like(expert_ids)),
+    "aten/src/ATen/native/cuda/SummaryOps.cu _bincount_cuda_template: nbins = max(self.max().item() + 1, "
+    "minlength): minlength does not avoid the host read",
+    "the same counts by scatter_add_ into EXPERTS bins: kernels only",
+)
+_pair(
+    "torch_one_hot",
+    lambda expert_ids, scores, counts: F.one_hot(expert_ids).sum(0),
+    lambda expert_ids, scores, counts: F.one_hot(expert_ids, num_classes=EXPERTS).sum(0),
+    "aten/src/ATen/native/Onehot.cpp one_hot: num_classes == -1 reads self.max().item()",
+    "explicit num_classes: on CUDA one_hot 'relies on device asserts from scatter to avoid sync'",
+)
+_pair(
+    "torch_where",
+    lambda expert_ids, scores, counts: torch.where(scores > 0)[0],
+    lambda expert_ids, scores, counts: torch.where(scores > 0, scores, torch.zeros_like(scores)),
+    "single-argument torch.where is nonzero(as_tuple=True) (a host-read count, Nonzero.cu)",
+    "three-argument torch.where is an elementwise kernel",
+)
+_pair(
+    "torch_masked_select",
+    lambda expert_ids, scores, counts: torch.masked_select(scores, scores > 0),
+    lambda expert_ids, scores, counts: scores.masked_fill(scores <= 0, 0.0),
+    "aten/src/ATen/native/cuda/IndexKernel.cu masked_select_out_cuda_impl: index_out with a boolean mask, "
+    "which calls nonzero",
+    "masked_fill keeps the shape: an elementwise kernel",
+)
+_pair(
+    "torch_linalg_inv",
+    lambda expert_ids, scores, counts: torch.linalg.inv(
+        torch.eye(8, device=scores.device) + 0.1 * scores[:64].view(8, 8)
+    ),
+    lambda expert_ids, scores, counts: (
+        torch.linalg.inv_ex(torch.eye(8, device=scores.device) + 0.1 * scores[:64].view(8, 8)).inverse
+    ),
+    "aten/src/ATen/native/BatchLinearAlgebra.cpp: linalg_inv calls _linalg_check_errors, which reads the "
+    "solver's info tensor on the host to raise",
+    "linalg_inv_ex returns the info tensor instead of checking it: kernels only",
+)
