@@ -16,18 +16,19 @@ from pathlib import Path
 
 import torch
 
-from harness import fingerprint as fp_module
 from harness.backends import BACKEND_NAMES, resolve_backend_name
 from harness.case import REGISTRY, Case, CaseFileError, load_case_source
 from harness.errors import BackendUnavailable, CaseError
-from harness.html_report import write_html
 from harness.progress import Progress
 from harness.protocol import DEFAULT_REPLAYS
 from harness.records import Result
-from harness.report import ResultsWriter, default_run_dir, write_junit
+from harness.reports import fingerprint as fp_module
+from harness.reports.html import write_html
+from harness.reports.junit import write_junit
+from harness.reports.markdown import render_summary
+from harness.reports.results import ResultsWriter, default_run_dir, read_results
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
 from harness.suites import default_suites, load_default_suites
-from harness.summary import read_results, render_summary
 
 
 class UsageError(Exception):
@@ -229,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name:<48} {case.family:<20} expect={case.expect}")
             return 0
         if args.command == "report":
-            from harness import baseline
+            from harness.reports import baseline
 
             if args.report_command == "nightly":
                 return baseline.main_nightly(args.run_dir)

@@ -24,7 +24,6 @@ from harness.case import Case
 from harness.errors import CaseError
 from harness.protocol import check
 from harness.records import Result, Row
-from harness.report import case_level_result
 
 DEFAULT_DEADLINE_S = 300.0
 # The folder the harness package is imported from: on the workers' PYTHONPATH, so they import this same
@@ -249,6 +248,32 @@ def _failed(case: Case, options: RunOptions, verdict: str, detail: str) -> Resul
     return case_level_result(
         case.name, case.family, case.expect, resolve_backend_name(options.backend), verdict, detail
     )
+
+
+def case_level_result(
+    case: str, family: str, expected: str, backend: str, verdict: str, detail: str
+) -> Result:
+    """A result for a case that produced no rows of its own (crash, timeout)."""
+    row = Row(
+        case=case,
+        family=family,
+        backend=backend,
+        device="",
+        pattern="",
+        replay=-1,
+        seed_a=0,
+        seed=0,
+        eager_error=None,
+        graph_error=None,
+        graph_vs_eager=None,
+        threshold=None,
+        bit_exact=False,
+        nonfinite=0,
+        poisoned=0,
+        row_verdict=verdict,
+        detail=detail,
+    )
+    return Result(case, expected, verdict, backend, [row], detail)
 
 
 def _kill(worker: _Worker) -> None:

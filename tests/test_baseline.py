@@ -1,4 +1,4 @@
-"""Tests of run comparison and baselines (harness/baseline.py) on synthetic results.csv pairs.
+"""Tests of run comparison and baselines (harness/reports/baseline.py) on synthetic results.csv pairs.
 
 Method: write an old run, derive a new run with one deliberate change (a case starts failing, a verdict
 changes, an error grows 3x, a case disappears, ...), and check `compare` names it and `main_compare` /
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from harness import baseline, fingerprint
-from harness.summary import RESULT_COLUMNS
+from harness.reports import baseline, fingerprint
+from harness.reports.results import COLUMNS
 
 # case -> (verdict, expected, eager error, graph error); errors as the CSV text the runner writes
 Cases = dict[str, tuple[str, str, str, str]]
@@ -48,7 +48,7 @@ def write_run(run_dir: Path, cases: Cases, backend: str = "cpu", replays: int = 
                                           graph_error=graph, row_verdict=verdict))  # fmt: skip
     run_dir.mkdir(parents=True, exist_ok=True)
     with (run_dir / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, restval="")
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
         writer.writeheader()
         writer.writerows(rows)
     return run_dir
@@ -83,7 +83,7 @@ def test_new_failure_exits_one(tmp_path: Path, old_run: Path, capsys: pytest.Cap
     new_run = write_run(
         tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002539", "0.574833"))
     )
-    result = baseline.compare(old_run, new_run)
+    result = baseline.diff_runs(old_run, new_run)
     assert [c.case for c in result.new_failures] == ["moe.bf16_fixed"]
     assert [(c.old, c.new) for c in result.verdict_changes] == [("pass", "stale_replay")]
     assert baseline.main_compare(old_run, new_run) == 1
@@ -96,7 +96,7 @@ def test_verdict_change_without_failure_exits_one(tmp_path: Path, old_run: Path)
     new_run = write_run(
         tmp_path / "new", changed(neg__stale_copy=("uninitialized", "uninitialized", "0.0", "inf"))
     )
-    result = baseline.compare(old_run, new_run)
+    result = baseline.diff_runs(old_run, new_run)
     assert not result.new_failures
     assert [(c.case, c.old, c.new) for c in result.verdict_changes] == [
         ("neg.stale_copy", "stale_replay", "uninitialized")
@@ -109,7 +109,7 @@ def test_threefold_error_growth_exits_one(
 ) -> None:
     """Graph error 0.012 -> 0.036 on a case that still passes: no verdict change, but 3x growth."""
     new_run = write_run(tmp_path / "new", changed(moe__mxfp4_fixed=("pass", "pass", "0.010000", "0.036000")))
-    result = baseline.compare(old_run, new_run)
+    result = baseline.diff_runs(old_run, new_run)
     assert [(g.case, g.metric) for g in result.error_growth] == [("moe.mxfp4_fixed", "graph_error")]
     assert result.error_growth[0].factor == pytest.approx(3.0)
     assert baseline.main_compare(old_run, new_run) == 1
@@ -118,7 +118,7 @@ def test_threefold_error_growth_exits_one(
 
 def test_eager_error_growth_is_checked_too(tmp_path: Path, old_run: Path) -> None:
     new_run = write_run(tmp_path / "new", changed(moe__mxfp4_fixed=("pass", "pass", "0.030000", "0.012000")))
-    assert [g.metric for g in baseline.compare(old_run, new_run).error_growth] == ["eager_error"]
+    assert [g.metric for g in baseline.diff_runs(old_run, new_run).error_growth] == ["eager_error"]
 
 
 def test_harmless_changes_exit_zero(tmp_path: Path, old_run: Path) -> None:
@@ -135,20 +135,20 @@ def test_harmless_changes_exit_zero(tmp_path: Path, old_run: Path) -> None:
 
 def test_nonfinite_error_counts_as_grown(tmp_path: Path, old_run: Path) -> None:
     new_run = write_run(tmp_path / "new", changed(fp32__exact=("pass", "pass", "1e-08", "inf")))
-    growth = baseline.compare(old_run, new_run).error_growth
+    growth = baseline.diff_runs(old_run, new_run).error_growth
     assert [(g.case, g.metric, g.new) for g in growth] == [("fp32.exact", "graph_error", math.inf)]
 
 
 def test_missing_case_exits_one(tmp_path: Path, old_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     new_run = write_run(tmp_path / "new", changed(platform__capture_sync=None))
-    assert baseline.compare(old_run, new_run).missing_in_new == ["platform.capture_sync"]
+    assert baseline.diff_runs(old_run, new_run).missing_in_new == ["platform.capture_sync"]
     assert baseline.main_compare(old_run, new_run) == 1
     assert "missing in new run (1):" in capsys.readouterr().out
 
 
 def test_fix_is_listed_but_not_a_regression(tmp_path: Path, old_run: Path) -> None:
     new_run = write_run(tmp_path / "new", changed(known__broken=("pass", "pass", "0.002", "0.002")))
-    result = baseline.compare(old_run, new_run)
+    result = baseline.diff_runs(old_run, new_run)
     assert [c.case for c in result.fixed] == ["known.broken"] and not result.regressed
 
 
@@ -156,7 +156,7 @@ def test_new_failing_case_is_a_regression_new_passing_case_is_not(tmp_path: Path
     cases = changed(extra__ok=("pass", "pass", "0.001", "0.001"))
     assert baseline.main_compare(old_run, write_run(tmp_path / "a", cases)) == 0
     cases["extra.bad"] = ("stale_replay", "pass", "0.001", "0.9")
-    result = baseline.compare(old_run, write_run(tmp_path / "b", cases))
+    result = baseline.diff_runs(old_run, write_run(tmp_path / "b", cases))
     assert [c.case for c in result.new_failures] == ["extra.bad"] and result.regressed
 
 
@@ -301,7 +301,7 @@ def test_nightly_catches_a_broken_kernel_on_the_cpu_backend(tmp_path: Path) -> N
 
     rc, broken = verify_run(tmp_path, "broken", "stale_scale")
     assert rc == 1
-    result = baseline.compare(root / "cpu.csv", broken)
+    result = baseline.diff_runs(root / "cpu.csv", broken)
     assert [c.case for c in result.new_failures] == ["e2e.weight_scale"]
     assert [(c.old, c.new) for c in result.verdict_changes] == [("pass", "stale_replay")]
     assert baseline.main_nightly(broken, root) == 1

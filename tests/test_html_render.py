@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from harness import fingerprint
-from harness.html_report import LogScale, decades, render_html, write_html
-from harness.summary import RESULT_COLUMNS, read_results
+from harness.reports import fingerprint
+from harness.reports.html import LogScale, decades, render_html, write_html
+from harness.reports.results import COLUMNS, read_results
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
 PLATFORM_CASES = ("platform.node_kinds", "platform.live_graphs")
@@ -59,7 +59,7 @@ def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "run <&> dir"  # characters that must be escaped in a file URL and in HTML
     run.mkdir()
     with (run / "results.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS, restval="")
+        writer = csv.DictWriter(f, fieldnames=COLUMNS, restval="")
         writer.writeheader()
         writer.writerows(rows)
     fingerprint.write(run, fingerprint.collect("cpu"))
@@ -177,7 +177,7 @@ def test_empty_run_still_renders() -> None:
 def read_results_empty() -> Any:
     import pandas as pd
 
-    return pd.DataFrame(columns=list(RESULT_COLUMNS))
+    return pd.DataFrame(columns=list(COLUMNS))
 
 
 def test_log_scale_places_zero_inf_and_nan_explicitly() -> None:
@@ -225,7 +225,7 @@ def test_platform_family_is_the_registering_module_and_fills_the_grid(
     holding exactly the platform case; an unregistered case falls back to its make_inputs module's family."""
     from harness.case import Case
     from harness.protocol import check
-    from harness.report import ResultsWriter
+    from harness.reports.results import ResultsWriter
     from harness.suites import load_suites
 
     suite = "gs_synthetic_suite"

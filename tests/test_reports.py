@@ -21,9 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness import fingerprint, summary
 from harness.progress import Progress, format_eta
-from harness.summary import RESULT_COLUMNS, read_results, render_summary
+from harness.reports import fingerprint, results, tables
+from harness.reports.markdown import render_summary
+from harness.reports.results import COLUMNS, read_results
 
 
 def case_rows(
@@ -87,7 +88,7 @@ def synthetic_rows() -> list[dict[str, Any]]:
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=RESULT_COLUMNS)
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
     return path
@@ -112,25 +113,25 @@ def test_reader_keeps_not_applicable_apart_from_nonfinite(run_dir: Path) -> None
     assert math.isnan(timeout_row["graph_error"]) and timeout_row["replay"] == -1
     poisoned = df[df["case"] == "gemm.poisoned_tail"]
     assert poisoned["graph_error"].map(math.isinf).all()
-    assert list(df.columns[: len(RESULT_COLUMNS)]) == list(RESULT_COLUMNS)
+    assert list(df.columns[: len(COLUMNS)]) == list(COLUMNS)
 
 
 def test_literal_nan_cell_reads_as_found_not_as_missing() -> None:
     """A writer that prints "nan" instead of "inf" still reports a non-finite output."""
-    assert summary.parse_float("nan") == math.inf
-    assert math.isnan(summary.parse_float(""))
+    assert results.parse_float("nan") == math.inf
+    assert math.isnan(results.parse_float(""))
     with pytest.raises(ValueError):
-        summary.parse_float("garbage")
+        results.parse_float("garbage")
 
 
 @given(st.floats(min_value=0.0, allow_nan=False) | st.just(math.inf))
 def test_error_cells_round_trip_through_csv(value: float) -> None:
     """Any error the runner writes (repr of a float, or inf) reads back identically."""
     text = io.StringIO()
-    writer = csv.DictWriter(text, fieldnames=RESULT_COLUMNS)
+    writer = csv.DictWriter(text, fieldnames=COLUMNS)
     writer.writeheader()
     writer.writerow({"case": "c", "replay": 0, "graph_error": repr(value)})
-    df = summary.normalize(pd.read_csv(io.StringIO(text.getvalue()), dtype=str, keep_default_na=False))
+    df = results.normalize(pd.read_csv(io.StringIO(text.getvalue()), dtype=str, keep_default_na=False))
     assert df["graph_error"].iloc[0] == value
 
 
@@ -138,16 +139,16 @@ def test_normalize_types_a_raw_frame_once_and_passes_its_own_result_through() ->
     """read_results, the renderers and rows_by_case all normalize their input; a frame normalize returned
     must come back untouched (not typed again), and a raw frame must still be typed."""
     raw = pd.DataFrame([{"case": "c", "replay": "0", "graph_error": "inf"}], dtype=str)
-    typed = summary.normalize(raw)
+    typed = results.normalize(raw)
     assert typed is not raw and typed["graph_error"].iloc[0] == math.inf and typed["replay"].iloc[0] == 0
-    assert summary.normalize(typed) is typed
-    assert summary.normalize(raw)["graph_error"].dtype == float  # the raw input was not marked
+    assert results.normalize(typed) is typed
+    assert results.normalize(raw)["graph_error"].dtype == float  # the raw input was not marked
 
 
 def test_format_error_like_the_seed() -> None:
-    assert summary.format_error(0.574833) == "0.574833"
-    assert summary.format_error(math.inf) == "inf"
-    assert summary.format_error(math.nan) == "—"
+    assert tables.format_error(0.574833) == "0.574833"
+    assert tables.format_error(math.inf) == "inf"
+    assert tables.format_error(math.nan) == "—"
 
 
 # ---------------------------------------------------------------------------------------------- summary.md
@@ -194,7 +195,7 @@ def test_summary_accepts_an_in_memory_dataframe_and_an_empty_run() -> None:
     df = pd.DataFrame(synthetic_rows())
     df["graph_error"] = [float(v) if v != "" else math.nan for v in df["graph_error"]]
     assert "## Failures (3)" in render_summary(df, FP)
-    empty = render_summary(pd.DataFrame(columns=list(RESULT_COLUMNS)), FP)
+    empty = render_summary(pd.DataFrame(columns=list(COLUMNS)), FP)
     assert "0/0 cases ok" in empty and "No results" in empty
 
 
@@ -202,7 +203,7 @@ def test_case_status_fails_when_verdict_and_expectation_disagree_even_if_status_
     rows = case_rows("c", "f", "stale_replay", "pass", [(0.0, 0.5)])
     for row in rows:
         row["status"] = "ok"  # an inconsistent writer; the report errs towards showing the failure
-    (only,) = summary.case_summaries(pd.DataFrame(rows))
+    (only,) = tables.case_summaries(pd.DataFrame(rows))
     assert only.failed
 
 
@@ -341,7 +342,7 @@ def test_format_eta() -> None:
 
 def test_repro_command_reloads_user_case_files(run_dir: Path) -> None:
     """A case from `--case my cases.py` reruns only if repro loads that file again (quoted for the shell)."""
-    fp = FP | {summary.CASE_SOURCES_KEY: "'my cases.py' cases.moe"}
+    fp = FP | {tables.CASE_SOURCES_KEY: "'my cases.py' cases.moe"}
     text = render_summary(read_results(run_dir), fp)
     assert (
         "`python -m harness repro moe.bf16_main --case 'my cases.py' --case cases.moe --seed 4242 --backend cpu`"

@@ -47,7 +47,8 @@ KEYS: tuple[str, ...] = (
 # NOTE on timeouts: nvidia-smi can take seconds on a cold driver (persistence mode off) and hangs outright on
 # a wedged GPU; a fingerprint must not turn a report into a hang, so every external tool gets a deadline.
 _TOOL_TIMEOUT_S = 15.0
-_REPO_ROOT = Path(__file__).resolve().parents[1]
+# The checkout (or install folder) holding the harness package: where git and the source digest look.
+_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def _safe(fn: Callable[[], str]) -> str:
@@ -207,9 +208,9 @@ SOURCE_SUFFIXES = frozenset({".py", ".hip", ".cpp", ".cu", ".h", ".hpp"})
 
 def source_digest(root: Path | None = None) -> str:
     """sha256 (first 16 hex digits) over the relative path and bytes of every source file under
-    SOURCE_DIRS. NOTE on why, besides git_commit: a copied tree can carry a stale .git or none (the lent
-    GPU machine's copy reported the previous session's commit, reports/measurements/h200-2026-11-30-session2),
-    so two runs with equal digests ran the same sources whatever git says."""
+    SOURCE_DIRS. NOTE on why, besides git_commit: a copied work tree (what a lent GPU machine runs) can carry
+    a stale .git or none, so git may name a commit that is not what ran; two runs with equal digests ran the
+    same sources whatever git says."""
     root = _REPO_ROOT if root is None else root
     digest = hashlib.sha256()
     files = sorted(

@@ -20,17 +20,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import fingerprint as fingerprint_mod
-from harness.summary import (
+from harness.reports import fingerprint as fingerprint_mod
+from harness.reports.results import read_results
+from harness.reports.tables import (
     CaseSummary,
-    case_sources,
-    case_summaries,
+    FailureSection,
+    Table,
+    cases_table,
+    environment_table,
     format_error,
-    normalize,
-    read_results,
-    repro_command,
-    rows_by_case,
-    sort_rows,
+    run_model,
 )
 
 OK_COLOR = "#2e7d32"
@@ -248,19 +247,13 @@ def conformance_grid(summaries: list[CaseSummary]) -> str:
 # ---------------------------------------------------------------------------------------------- tables
 
 
-def _html_table(
-    header: list[str],
-    rows: list[list[str]],
-    row_classes: list[str] | None = None,
-    numeric: Iterable[int] = (),
-) -> str:
-    """Cells are escaped here; callers pass plain text."""
-    numeric_cols = set(numeric)
-    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in header), "</tr></thead><tbody>"]
-    for i, row in enumerate(rows):
-        cls = f' class="{_e(row_classes[i])}"' if row_classes else ""
+def table_html(table: Table) -> str:
+    """A Table as HTML; cells are escaped here, callers pass plain text."""
+    out = ["<table><thead><tr>", *(f"<th>{_e(h)}</th>" for h in table.header), "</tr></thead><tbody>"]
+    for i, row in enumerate(table.rows):
+        cls = f' class="{_e(table.row_status[i])}"' if table.row_status else ""
         cells = "".join(
-            f'<td class="{"num" if j in numeric_cols else ("status" if header[j] == "status" else "")}">'
+            f'<td class="{"num" if j in table.numeric else ("status" if table.header[j] == "status" else "")}">'
             f"{_e(c)}</td>"
             for j, c in enumerate(row)
         )
@@ -269,80 +262,33 @@ def _html_table(
     return "".join(out)
 
 
-def _failure_section(s: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> str:
-    table_rows = [
-        [
-            "case" if int(r.replay) < 0 else str(r.replay),
-            str(r.pattern),
-            str(r.seed),
-            format_error(r.eager_error),
-            format_error(r.graph_error),
-            format_error(r.threshold),
-            str(r.row_verdict or r.verdict),
-        ]
-        for r in sort_rows(rows).itertuples(index=False)
-    ]
-    details = "".join(f"<li>{_e(d)}</li>" for d in s.details)
+def failure_html(section: FailureSection) -> str:
+    s = section.summary
+    details = "".join(f"<li>{_e(d)}</li>" for d in section.details)
     return (
         f'<h4 id="case-{_e(s.case)}"><code>{_e(s.case)}</code>: verdict <span class="FAIL">{_e(s.verdict)}'
         f"</span>, expected {_e(s.expected)}</h4>"
-        f"<p>Reproduce: <code>{_e(repro_command(s.case, s.seed_a, s.backend, sources))}</code></p>"
-        + _html_table(
-            ["replay", "pattern", "seed", "eager error", "graph error", "threshold", "verdict"],
-            table_rows,
-            numeric=(3, 4, 5),
-        )
+        f"<p>Reproduce: <code>{_e(section.repro)}</code></p>"
+        + table_html(section.table)
         + (f"<ul>{details}</ul>" if details else "")
     )
-
-
-def _cases_table(summaries: list[CaseSummary]) -> str:
-    header = [
-        "case",
-        "family",
-        "status",
-        "verdict",
-        "expected",
-        "replays",
-        "max eager error",
-        "max graph error",
-        "threshold",
-    ]
-    rows = [
-        [
-            s.case,
-            s.family,
-            s.status,
-            s.verdict,
-            s.expected,
-            str(s.replays),
-            format_error(s.max_eager_error),
-            format_error(s.max_graph_error),
-            format_error(s.threshold),
-        ]
-        for s in summaries
-    ]
-    return _html_table(header, rows, [s.status for s in summaries], numeric=(5, 6, 7, 8))
 
 
 # ---------------------------------------------------------------------------------------------- page
 
 
 def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
-    df = normalize(results)
-    groups = rows_by_case(df)
-    summaries = case_summaries(groups)
-    failures = [s for s in summaries if s.failed]
+    model = run_model(results, fingerprint)
+    summaries, failures = model.summaries, model.failures
     platform = [s for s in summaries if s.family.startswith("platform")]
-    ok_count = len(summaries) - len(failures)
-    title = f"graphsafe: {ok_count}/{len(summaries)} cases ok"
+    title = f"graphsafe: {len(model.passing)}/{len(summaries)} cases ok"
     body = [
         f"<h1>{_e(title)}</h1>",
         f'<p><span class="{"FAIL" if failures else "ok"}">{len(failures)} FAIL</span> · backend '
-        f"{_e(', '.join(sorted(set(df['backend']) - {''})) or 'n/a')} · a case is ok when its verdict equals"
+        f"{_e(model.column_values('backend'))} · a case is ok when its verdict equals"
         " its expected verdict. Error = max|out − ref| / max|ref|; inf: NaN/Inf found.</p>",
         "<h2>Environment</h2>",
-        _html_table(["key", "value"], [[k, fingerprint.get(k, "n/a")] for k in fingerprint_mod.KEYS]),
+        table_html(environment_table(fingerprint, folded=False)),
     ]
     if not summaries:
         body.append("<p>No results: the run finished no case.</p>")
@@ -361,9 +307,9 @@ def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
         )
         if failures:
             body.append(f"<h2>Failures ({len(failures)})</h2>")
-            body += [_failure_section(s, groups[s.case], case_sources(fingerprint)) for s in failures]
-        body += ["<h2>All cases</h2>", _cases_table(summaries)]
-        series = [replay_series_plot(s, groups[s.case]) for s in summaries if s.replays > 0]
+            body += [failure_html(section) for section in failures]
+        body += ["<h2>All cases</h2>", table_html(cases_table(summaries))]
+        series = [replay_series_plot(s, model.groups[s.case]) for s in summaries if s.replays > 0]
         body += [
             "<h2>Errors per replay</h2>",
             '<p class="legend"><span>solid: graph error, one colour per pattern</span>'

@@ -1,6 +1,6 @@
 """Comparing two runs, and the committed per-platform baselines that nightly runs are compared with.
 
-`compare(old, new)` folds each run's results.csv to one record per case and reports what got worse:
+`diff_runs(old, new)` folds each run's results.csv to one record per case and reports what got worse:
 - new failures: a case whose status is FAIL in the new run and was not FAIL in the old one (or was absent);
 - verdict changes: a case whose verdict differs, except a fix (FAIL in old, ok in new), which is listed apart
   so the baseline gets refreshed but does not fail the night;
@@ -27,14 +27,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import fingerprint as fingerprint_mod
-from harness.summary import CaseSummary, case_summaries, format_error, read_results, results_csv
+from harness.reports import fingerprint as fingerprint_mod
+from harness.reports.results import read_results, results_csv
+from harness.reports.tables import CaseSummary, case_summaries, format_error
 
 GROWTH_FACTOR = 2.0
 # NOTE on the floor: errors are relative (max|out-ref| / max|ref|); fp32 round-off is about 1.2e-7 per op, so
 # anything below 1e-6 is noise and a change from 1e-8 to 1e-7 must not fail a night.
 ERROR_FLOOR = 1e-6
-BASELINE_DIR = Path(__file__).resolve().parents[1] / "reports" / "baselines"
+# A checkout's committed baselines (reports/baselines/ next to the harness package); `make nightly` runs there.
+BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baselines"
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -63,7 +65,7 @@ class ErrorGrowth:
 
 
 @dataclass
-class Comparison:
+class BaselineDiff:
     old_path: Path
     new_path: Path
     old_cases: int = 0
@@ -98,11 +100,11 @@ def _by_case(path: Path) -> dict[str, CaseSummary]:
     return {s.case: s for s in case_summaries(read_results(path))}
 
 
-def compare(old: Path | str, new: Path | str) -> Comparison:
+def diff_runs(old: Path | str, new: Path | str) -> BaselineDiff:
     """Compare two runs (run directories or results.csv / baseline .csv files), old first."""
     old_path, new_path = results_csv(old), results_csv(new)
     old_cases, new_cases = _by_case(old_path), _by_case(new_path)
-    result = Comparison(
+    result = BaselineDiff(
         old_path=old_path, new_path=new_path, old_cases=len(old_cases), new_cases=len(new_cases)
     )
     result.missing_in_new = sorted(set(old_cases) - set(new_cases))
@@ -136,7 +138,7 @@ def _factor_text(growth: ErrorGrowth) -> str:
     return "inf" if math.isinf(growth.factor) else f"{growth.factor:.1f}x"
 
 
-def format_comparison(c: Comparison) -> str:
+def format_diff(c: BaselineDiff) -> str:
     lines = [
         f"compare {c.old_path} ({c.old_cases} cases) -> {c.new_path} ({c.new_cases} cases)",
         "REGRESSION" if c.regressed else "no regression",
@@ -165,11 +167,11 @@ def format_comparison(c: Comparison) -> str:
 def main_compare(old: Path | str, new: Path | str) -> int:
     """Print the comparison; 1 on regression, 0 otherwise, 2 when a run cannot be read."""
     try:
-        comparison = compare(old, new)
+        comparison = diff_runs(old, new)
     except (OSError, ValueError, KeyError) as exc:
         print(f"graphsafe report compare: cannot read runs: {exc}", file=sys.stderr)
         return 2
-    print(format_comparison(comparison))
+    print(format_diff(comparison))
     return 1 if comparison.regressed else 0
 
 

@@ -1,0 +1,87 @@
+"""summary.md: a run's table model (harness.reports.tables) as Markdown ready to paste into an issue.
+
+Failures come first, grouped by family, each with the command that reproduces it and its replay table; then
+the passing cases, one compact table per family.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.reports.tables import FailureSection, Table, cases_table, environment_table, run_model
+
+_DETAIL_MAX_CHARS = 300
+
+
+def md_cell(text: str) -> str:
+    """Free text made safe for one Markdown table cell (pipes split cells, newlines end rows)."""
+    return " ".join(str(text).split()).replace("|", "\\|")
+
+
+def _shorten(text: str, limit: int = _DETAIL_MAX_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def table_lines(table: Table) -> list[str]:
+    """A Markdown table; the `case` column is set as code (names carry dots and underscores)."""
+    code = {i for i, h in enumerate(table.header) if h == "case"}
+    lines = ["| " + " | ".join(table.header) + " |", "|" + "|".join("---" for _ in table.header) + "|"]
+    for row in table.rows:
+        cells = [f"`{c}`" if i in code else c for i, c in enumerate(row)]
+        lines.append("| " + " | ".join(md_cell(c) for c in cells) + " |")
+    return lines
+
+
+def failure_lines(section: FailureSection) -> list[str]:
+    """One failing case: heading, repro command, replay table, details."""
+    s = section.summary
+    lines = [
+        f"#### `{s.case}`: verdict `{s.verdict}`, expected `{s.expected}`",
+        "",
+        f"Reproduce: `{section.repro}`",
+        "",
+        *table_lines(section.table),
+    ]
+    if section.details:
+        lines.append("")
+        lines += [f"- {_shorten(d)}" for d in section.details]
+    lines.append("")
+    return lines
+
+
+def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
+    """summary.md text: header, fingerprint, failures (with repro commands), then passing cases by family."""
+    model = run_model(results, fingerprint)
+    failures, passing = model.failures, model.passing
+    total = len(model.summaries)
+    state = "all as expected" if not failures else f"{len(failures)} FAIL"
+    lines = [
+        f"# graphsafe: {len(passing)}/{total} cases ok ({state}) · backend {model.column_values('backend')}"
+        f" · device {model.column_values('device')}",
+        "",
+        "A case is ok when its verdict equals its expected verdict (negative controls expect a failure verdict).",
+        "Error = max|out − ref| / max|ref|; `inf`: NaN/Inf found in the output; `—`: not applicable.",
+        "",
+        *table_lines(environment_table(fingerprint, folded=True)),
+        "",
+    ]
+    if total == 0:
+        lines += ["No results: the run finished no case.", ""]
+        return "\n".join(lines)
+    if failures:
+        lines += [f"## Failures ({len(failures)})", ""]
+        for family in sorted({f.summary.family for f in failures}):
+            lines += [f"### family `{family}`", ""]
+            for section in (f for f in failures if f.summary.family == family):
+                lines += failure_lines(section)
+    if passing:
+        lines += [f"## Passing ({len(passing)})", ""]
+        for family in sorted({s.family for s in passing}):
+            lines += [f"### family `{family}`", ""]
+            lines += table_lines(cases_table([s for s in passing if s.family == family], with_family=False))
+            lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["failure_lines", "md_cell", "render_summary", "table_lines"]
