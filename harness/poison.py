@@ -72,7 +72,7 @@ def poison_value(dtype: torch.dtype) -> float | int | bool:
     """What `poison_outputs` writes: NaN for floats, an out-of-range value for integers.
 
     Integers get the dtype's max, not -1: -1 is a legitimate "skip this slot" marker in routing buffers
-    (SGLang pads top-k ids with -1), so a stale -1 would look written (PITFALLS.md, Poisoning).
+    (SGLang pads top-k ids with -1), so a stale -1 would look written.
     """
     if dtype.is_floating_point or dtype.is_complex:
         return float("nan")
@@ -88,7 +88,7 @@ def poison_outputs(outputs: tuple[torch.Tensor, ...]) -> None:
             if out.numel() == 0:
                 continue
             if out.dtype in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
-                # fnuz formats have one NaN encoding, 0x80 (PITFALLS.md).
+                # fnuz formats have one NaN encoding, 0x80; 0xFF is their most negative finite value (-240 in e4m3fnuz).
                 out.view(torch.uint8).fill_(0x80)
             elif out.dtype.itemsize == 1 and out.dtype.is_floating_point:
                 out.view(torch.uint8).fill_(0xFF)  # NaN for e4m3fn and e5m2

@@ -5,8 +5,9 @@ into CaptureSyncError / CaptureError with the runtime's message; poison fresh al
 NaN-poisoning allocator (harness/native/poison_alloc.hip) wrapped in torch.cuda.MemPool.
 
 NOTE on pools: every graph gets its own MemPool built on the poisoning allocator, passed as `pool=` to the
-capture. Sharing one pool between graphs is only safe when they replay in capture order (PITFALLS.md); the
-live-graph stress replays them interleaved. Graph segments are allocated during capture with the capturing
+capture. Graphs that share a pool reuse each other's freed blocks, which is only safe when they replay in
+capture order (torch's CUDA graphs notes, "Sharing memory across captures"); the live-graph stress replays
+them interleaved. Graph segments are allocated during capture with the capturing
 stream current, so the allocator's memset is recorded as a memset node and re-poisons them on every replay.
 
 NOTE on the eager pool: torch's allocator routes an allocation to the first entry of its `captures_underway`
@@ -25,9 +26,8 @@ CUDACachingAllocator.cpp:3662 ... MemPool::~MemPool"). The chain, from torch's s
     synchronize_and_free_events, which starts with TORCH_INTERNAL_ASSERT(captures_underway.empty()).
   * captures_underway holds one entry per open use_mem_pool context and per capture, on every thread.
 So destroying the last reference to a MemPool while any pool context or capture is open aborts the process
-(an exception thrown from a destructor). The old code released graph pools inside `poisoned_allocation`, with
-the eager pool's use_mem_pool context open: every case that got as far as a replay died there.
-The rules here:
+(an exception thrown from a destructor). Releasing graph pools inside `poisoned_allocation`, where the eager
+pool's use_mem_pool context is open, kills every case that gets as far as a replay. The rules here:
   * Every MemPool this module creates is held in `_LIFE` from birth to death; nothing else ever drops the
     last reference. A released pool is destroyed only by `_Lifetime.drain`, which runs only at a safe point:
     no eager context or capture of this module open (a counter), the current stream not capturing, no
@@ -192,7 +192,7 @@ atexit.register(_LIFE.at_exit)
 
 
 def lifetime_state() -> dict[str, Any]:
-    """Diagnostics for tests and bench/gpu_smoke.py: open contexts, pools alive, releases not yet destroyed."""
+    """Diagnostics for tests: open contexts, pools alive, releases not yet destroyed."""
     with _LIFE.lock:
         return {
             "open": _LIFE.open,
@@ -207,7 +207,7 @@ def lifetime_state() -> dict[str, Any]:
 # Stream-capture errors (cudaErrorStreamCaptureUnjoined, ...Invalidated, ...Unsupported, ...Isolation) also
 # arrive as torch.AcceleratorError, but they are not sticky: the context stays usable after the capture ends.
 # Seen on the H200 (torch 2.11, CUDA 13): an unjoined fork raised "capturing stream has unjoined work" from
-# capture_end, and treating it as a fault forbade every later pool free (bench/gpu_smoke.py, rebuild step).
+# capture_end, and treating it as a fault would forbid every later pool free in the process.
 _CAPTURE_STATE_ERROR = re.compile(
     r"StreamCapture|capturing stream|stream is capturing|capture", re.IGNORECASE
 )
