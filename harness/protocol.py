@@ -46,6 +46,7 @@ from harness.errors import (
 from harness.hidden_state import PythonState
 from harness.poison import PATTERNS, poison_outputs
 from harness.records import Result, Row
+from harness.scan import count_unwritten
 
 DEFAULT_REPLAYS = 3
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
@@ -675,12 +676,7 @@ def _worst(comparisons: list[Comparison]) -> Comparison:
 
 def _scan_unwritten(out: torch.Tensor, threshold: float) -> Comparison:
     """With no reference, eager is the yardstick: it must at least be finite and free of poison values."""
-    o = out.detach().cpu()
-    nonfinite = int((~torch.isfinite(o)).sum()) if o.dtype.is_floating_point else 0
-    poisoned = 0
-    if o.dtype.is_floating_point:
-        for value in poison_values(o.dtype):
-            poisoned += int((o == value).sum())
+    nonfinite, poisoned = count_unwritten(out, poison_values(out.dtype))
     return Comparison(error=0.0, threshold=threshold, nonfinite=nonfinite, poisoned=poisoned, mismatches=0)
 
 

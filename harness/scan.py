@@ -1,0 +1,247 @@
+"""The comparison pass behind `harness.compare.compare`: one scan of an output against its reference.
+
+Role: make the cheap case cheap. A clean comparison (the outputs agree, nothing non-finite, no poison) is a
+few reductions over the data on the tensors' own device, stacked into one small tensor and read with ONE
+host synchronization; only a comparison that is not clean pays for an exact second pass that counts NaN/Inf,
+poison values and mismatches one by one and finds the first mismatching indices.
+
+Why the clean pass is exact, not a shortcut (the rules are `compare`'s, module note of harness/compare.py):
+- float outputs with a threshold: d = max|out - ref| and m = max|ref|. Both reductions propagate NaN and
+  Inf, so finite d and m mean every element of out and ref is finite (inf - x is inf, NaN - x is NaN; an
+  overflow of out - ref gives inf too and goes to the exact pass). Then error = d / (m + eps), exactly
+  compare's formula; no element exceeds the threshold's share when d does not; and no element of out can be
+  a poison value when |out| <= m + d stays below the smallest poison magnitude of the dtype.
+- everything else (integers, booleans, bit-exact floats): equal bit patterns leave nothing to count.
+
+The arithmetic is float32 for 8-, 16- and 32-bit floats (float64 for float64): out - ref rounds to 2^-24 of
+the difference, three orders below the tightest default threshold (float32, 1e-5), and it keeps the pass at
+the inputs' own width instead of doubling the bytes moved.
+
+The scan runs unpoisoned: on the cpu backend every allocation inside a check is filled with a byte pattern
+by a Python dispatch mode (harness/poison.py), which costs one fill and one Python call per temporary; the
+scan's temporaries are the harness's own, never the op's, so the modes and torch's
+fill_uninitialized_memory are switched off for its duration. On the CPU the data go through in chunks that
+fit the L2 cache (a temporary per chunk instead of one per tensor): the comparison then reads each input once
+from memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+DENOMINATOR_EPS = 1e-6
+MAX_REPORTED_INDICES = 5
+# Elements per chunk on the CPU: 2^18 float32 values are 1 MiB per input and per temporary, so a chunk's
+# three tensors stay in a 2 MiB-per-core L2 (the Xeon the CPU figures in reports/measurements/ come from).
+CPU_CHUNK_ELEMENTS = 1 << 18
+
+
+@dataclass
+class Scan:
+    """What one comparison found; harness.compare turns it into a Comparison."""
+
+    error: float
+    nonfinite: int
+    poisoned: int
+    mismatches: int
+    first_indices: list[tuple[int, ...]] = field(default_factory=list)
+    host_syncs: int = 1  # device-to-host reads the scan made (1 when clean)
+
+
+@contextlib.contextmanager
+def unpoisoned() -> Iterator[None]:
+    """No dispatch modes and no fill of uninitialized memory for the harness's own temporaries."""
+    previous_fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+    try:
+        with _disable_current_modes(), torch.no_grad():
+            yield
+    finally:
+        torch.utils.deterministic.fill_uninitialized_memory = previous_fill  # type: ignore[attr-defined]
+
+
+def scan(
+    out: torch.Tensor, ref: torch.Tensor, threshold: float, poison: tuple[float | int, ...] = ()
+) -> Scan:
+    """Compare `out` with `ref` (same shape and real dtype); threshold 0.0 demands equal bits.
+
+    `poison`: the finite values an unwritten element of this dtype holds (harness.compare.poison_values).
+    """
+    if out.numel() == 0:
+        return Scan(error=0.0, nonfinite=0, poisoned=0, mismatches=0, host_syncs=0)
+    with unpoisoned():
+        out, ref = out.detach(), ref.detach()
+        if out.dtype.is_floating_point and threshold > 0.0:
+            found = _clean_within_threshold(out, ref, threshold, poison)
+        else:
+            found = _clean_bit_equal(out, ref)
+        if found is not None:
+            return found
+        exact = _exact(out, ref, threshold, poison)
+        exact.host_syncs += 1
+        return exact
+
+
+def count_unwritten(out: torch.Tensor, poison: tuple[float | int, ...]) -> tuple[int, int]:
+    """(NaN/Inf count, poison-value count) of a float output, with one host read when there are none."""
+    if out.numel() == 0 or not out.dtype.is_floating_point:
+        return 0, 0
+    with unpoisoned():
+        flat = out.detach().reshape(-1)
+        peak = _max_abs(flat, _compute_dtype(flat.dtype))
+        if math.isfinite(peak) and peak < _smallest_poison(poison):
+            return 0, 0
+        nonfinite = int((~torch.isfinite(flat)).sum())
+        poisoned = 0
+        for value in poison:
+            poisoned += int((flat == value).sum())
+        return nonfinite, poisoned
+
+
+# ----------------------------------------------------------------------------------------- clean pass
+
+
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _smallest_poison(poison: tuple[float | int, ...]) -> float:
+    return min((abs(float(p)) for p in poison), default=math.inf)
+
+
+def _chunks(n: int, device: torch.device) -> list[tuple[int, int]]:
+    if device.type != "cpu":
+        return [(0, n)]  # one launch per reduction; a GPU reads at bandwidth without chunking
+    return [(start, min(n, start + CPU_CHUNK_ELEMENTS)) for start in range(0, n, CPU_CHUNK_ELEMENTS)]
+
+
+def _max_abs(flat: torch.Tensor, dtype: torch.dtype) -> float:
+    peaks = [
+        torch.linalg.vector_norm(flat[a:b].to(dtype), math.inf) for a, b in _chunks(flat.numel(), flat.device)
+    ]
+    return float(torch.stack(peaks).amax()) if len(peaks) > 1 else float(peaks[0])
+
+
+def _clean_within_threshold(
+    out: torch.Tensor, ref: torch.Tensor, threshold: float, poison: tuple[float | int, ...]
+) -> Scan | None:
+    dtype = _compute_dtype(out.dtype)
+    o, r = out.reshape(-1), ref.reshape(-1)
+    partial = []
+    for a, b in _chunks(o.numel(), o.device):
+        diff = torch.sub(o[a:b].to(dtype), r[a:b].to(dtype))
+        partial.append(
+            torch.stack(
+                [
+                    torch.linalg.vector_norm(diff, math.inf),
+                    torch.linalg.vector_norm(r[a:b].to(dtype), math.inf),
+                ]
+            )
+        )
+    # amax propagates NaN (torch.amax docs), so one NaN chunk keeps the whole answer NaN.
+    stats = torch.stack(partial).amax(dim=0) if len(partial) > 1 else partial[0]
+    max_diff, max_ref = stats.tolist()  # the one host synchronization of a clean comparison
+    if not (math.isfinite(max_diff) and math.isfinite(max_ref)):
+        return None
+    bound = threshold * (max_ref + DENOMINATOR_EPS)
+    # |out| <= |ref| + |out - ref|; the factor covers the float32 rounding of out - ref (2^-24).
+    if max_diff > bound or (max_ref + max_diff) * (1 + 1e-6) >= _smallest_poison(poison):
+        return None
+    return Scan(error=max_diff / (max_ref + DENOMINATOR_EPS), nonfinite=0, poisoned=0, mismatches=0)
+
+
+def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor) -> Scan | None:
+    # torch.equal is one reduction and one host read; on bit views NaN equals the same NaN.
+    if torch.equal(_bits(out), _bits(ref)):
+        return Scan(error=0.0, nonfinite=0, poisoned=0, mismatches=0)
+    return None
+
+
+@functools.cache
+def _int_view(dtype: torch.dtype) -> torch.dtype:
+    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[dtype.itemsize]
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t if t.dtype == _int_view(t.dtype) else t.view(_int_view(t.dtype))
+
+
+# ----------------------------------------------------------------------------------------- exact pass
+
+
+def _exact(out: torch.Tensor, ref: torch.Tensor, threshold: float, poison: tuple[float | int, ...]) -> Scan:
+    """Element by element: NaN/Inf where ref is finite, poison values where ref is not that value, the
+    mismatches and where they are. Runs only when the clean pass could not decide."""
+    bits_out, bits_ref = _bits(out), _bits(ref)
+    if out.dtype.is_floating_point and out.dtype.itemsize == 1:
+        # torch implements neither isfinite nor == for the fp8 dtypes; float32 holds each fp8 value exactly.
+        out, ref = out.float(), ref.float()
+    if out.dtype.is_floating_point:
+        nonfinite_mask = ~torch.isfinite(out) & torch.isfinite(ref)
+    else:
+        nonfinite_mask = torch.zeros(out.shape, dtype=torch.bool, device=out.device)
+    poison_mask = torch.zeros(out.shape, dtype=torch.bool, device=out.device)
+    for value in poison:
+        poison_mask |= (out == value) & (ref != value)
+    poison_mask &= ~nonfinite_mask
+    bad = nonfinite_mask | poison_mask
+
+    if out.dtype.is_floating_point:
+        out64, ref64 = out.double(), ref.double()
+        ref_finite = torch.isfinite(ref64)
+        both_finite = torch.isfinite(out64) & ref_finite
+        diff = torch.where(both_finite, (out64 - ref64).abs(), torch.zeros_like(out64))
+        # Non-finite in both at the same place with the same value (an op whose true result is inf) matches;
+        # non-finite in ref only is a mismatch the error must show.
+        same_nonfinite = ~both_finite & ((out64 == ref64) | (torch.isnan(out64) & torch.isnan(ref64)))
+        ref_only = ~both_finite & ~same_nonfinite & ~bad
+        denom_t = torch.where(ref_finite, ref64.abs(), torch.zeros_like(ref64)).amax()
+        if threshold == 0.0:
+            differs = (bits_out != bits_ref) | bad
+        else:
+            differs = (diff > threshold * (denom_t + DENOMINATOR_EPS)) | ref_only | bad
+        summary = torch.stack(
+            [
+                diff.amax(),
+                denom_t,
+                (bad | ref_only).any().double(),
+                nonfinite_mask.sum().double(),
+                poison_mask.sum().double(),
+                differs.sum().double(),
+            ]
+        ).tolist()
+        max_diff, denom, infinite, nonfinite, poisoned, mismatches = summary
+        error = math.inf if infinite else max_diff / (denom + DENOMINATOR_EPS)
+    else:
+        differs = out != ref
+        summary = torch.stack(
+            [
+                differs.sum(),
+                nonfinite_mask.sum(),
+                poison_mask.sum(),
+                bad.any().long(),
+                (out.long() - ref.long()).abs().amax(),
+                ref.long().abs().amax(),
+            ]
+        ).tolist()
+        mismatches, nonfinite, poisoned, infinite, int_diff, int_ref = summary
+        # Integers carry no magnitude semantics (ids, counts): report the normalised max difference.
+        error = 0.0 if not mismatches else math.inf if infinite else int_diff / (int_ref + DENOMINATOR_EPS)
+    indices: list[tuple[int, ...]] = []
+    if mismatches:
+        indices = [tuple(int(i) for i in idx) for idx in differs.nonzero()[:MAX_REPORTED_INDICES].tolist()]
+    return Scan(
+        error=float(error),
+        nonfinite=int(nonfinite),
+        poisoned=int(poisoned),
+        mismatches=int(mismatches),
+        first_indices=indices,
+        host_syncs=2 if mismatches else 1,
+    )

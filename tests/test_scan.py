@@ -1,0 +1,150 @@
+"""The comparison pass (harness/scan.py): the clean pass must say exactly what the exact pass says.
+
+Method: differential. `_exact` counts element by element (NaN/Inf, poison, mismatches, indices); `scan` first
+tries the clean pass with one host read. On outputs built to hit every rule (NaN, Inf of both signs, poison
+values, -0.0, overflowing differences, differences on both sides of the threshold, values chunks apart),
+`scan` and `_exact` must agree field by field. A clean pass that skipped a rule would disagree here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness import scan as scan_module
+from harness.compare import compare, poison_values
+from harness.poison import BytePatternMode, deterministic_fill
+from harness.scan import CPU_CHUNK_ELEMENTS, _exact, count_unwritten, scan
+
+FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.float8_e4m3fnuz)
+SPECIALS = (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 3.0e38, -3.0e38, 240.0, 1e-3)
+
+
+def _poison_bits(dtype: torch.dtype, byte: int, n: int) -> torch.Tensor:
+    return torch.full((n * dtype.itemsize,), byte, dtype=torch.uint8).view(dtype)
+
+
+@st.composite
+def _pairs(draw: Any) -> tuple[torch.Tensor, torch.Tensor, float]:
+    dtype = draw(st.sampled_from(FLOATS))
+    n = draw(st.integers(1, 40))
+    seed = draw(st.integers(0, 2**16))
+    g = torch.Generator().manual_seed(seed)
+    ref = torch.randn(n, generator=g, dtype=torch.float64).to(dtype)
+    out = ref.clone()
+    for _ in range(draw(st.integers(0, 4))):
+        i = draw(st.integers(0, n - 1))
+        kind = draw(st.sampled_from(("special_out", "special_ref", "nudge", "poison", "same")))
+        if kind == "special_out":
+            out[i] = draw(st.sampled_from(SPECIALS))
+        elif kind == "special_ref":
+            ref[i] = draw(st.sampled_from(SPECIALS))
+        elif kind == "nudge":
+            out[i] = (out[i].double() * (1 + draw(st.sampled_from((1e-6, 1e-4, 1e-2, 0.5))))).to(dtype)
+        elif kind == "poison":
+            out[i] = _poison_bits(dtype, draw(st.sampled_from((0xFF, 0x7F))), 1)[0]
+        else:
+            value = draw(st.sampled_from(SPECIALS))
+            out[i] = value
+            ref[i] = value
+    threshold = draw(st.sampled_from((0.0, 1e-5, 1e-3, 2e-2, 0.25)))
+    return out, ref, threshold
+
+
+@settings(max_examples=400, deadline=None, derandomize=True)
+@given(_pairs())
+def test_clean_pass_agrees_with_exact_pass(pair: tuple[torch.Tensor, torch.Tensor, float]) -> None:
+    out, ref, threshold = pair
+    poison = poison_values(out.dtype)
+    fast = scan(out, ref, threshold, poison)
+    exact = _exact(out, ref, threshold, poison)
+    assert (fast.nonfinite, fast.poisoned, fast.mismatches) == (
+        exact.nonfinite,
+        exact.poisoned,
+        exact.mismatches,
+    )
+    assert fast.first_indices == exact.first_indices
+    if math.isinf(exact.error):
+        assert math.isinf(fast.error)
+    else:
+        # float32 arithmetic in the clean pass: the difference rounds to 2^-24 of itself.
+        assert fast.error == pytest.approx(exact.error, rel=1e-6, abs=1e-30)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64, torch.uint8, torch.bool, torch.int16])
+def test_integers_clean_and_exact_agree(dtype: torch.dtype) -> None:
+    g = torch.Generator().manual_seed(3)
+    ref = torch.randint(0, 2 if dtype == torch.bool else 100, (50,), generator=g).to(dtype)
+    assert scan(ref.clone(), ref, 0.0, poison_values(dtype)).mismatches == 0
+    out = ref.clone()
+    out[7] = 1 if dtype == torch.bool and not bool(ref[7]) else 0 if dtype == torch.bool else 101
+    fast, exact = scan(out, ref, 0.0, poison_values(dtype)), _exact(out, ref, 0.0, poison_values(dtype))
+    assert replace(fast, host_syncs=0) == replace(exact, host_syncs=0)
+    assert fast.mismatches == 1 and fast.first_indices == [(7,)]
+
+
+def test_clean_comparison_reads_the_host_once_and_skips_the_exact_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def exact_called(*args: Any) -> None:
+        raise AssertionError("the exact pass ran on a clean comparison")
+
+    monkeypatch.setattr(scan_module, "_exact", exact_called)
+    ref = torch.randn(4096)
+    assert scan(ref * (1 + 1e-7), ref, 1e-5, poison_values(ref.dtype)).host_syncs == 1
+    assert scan(ref.clone(), ref, 0.0, poison_values(ref.dtype)).host_syncs == 1
+
+
+@pytest.mark.parametrize("where", [0, CPU_CHUNK_ELEMENTS - 1, CPU_CHUNK_ELEMENTS, 3 * CPU_CHUNK_ELEMENTS + 5])
+def test_one_bad_element_in_any_chunk_is_found(where: int) -> None:
+    """Chunked on the CPU: a NaN, a poison value or a mismatch in any chunk decides the whole comparison."""
+    ref = torch.randn(3 * CPU_CHUNK_ELEMENTS + 17, generator=torch.Generator().manual_seed(1))
+    for value, field in ((float("nan"), "nonfinite"), (_poison_bits(torch.float32, 0x7F, 1)[0], "poisoned")):
+        out = ref.clone()
+        out[where] = value
+        c = compare(out, ref, 1e-5)
+        assert getattr(c, field) == 1 and not c.ok and c.first_indices == [(where,)]
+    out = ref.clone()
+    out[where] += 1.0
+    c = compare(out, ref, 1e-5)
+    assert c.mismatches == 1 and not c.ok and c.first_indices == [(where,)]
+
+
+class _Count(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.calls += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_scan_runs_outside_the_poisoning_modes() -> None:
+    """Under the cpu backend's byte-pattern mode every temporary would cost a Python call and a fill."""
+    ref = torch.randn(1000)
+    out = ref.clone()
+    out[3] = float("nan")
+    counter = _Count()
+    with deterministic_fill(), BytePatternMode(0xFF), counter:
+        clean = scan(ref.clone(), ref, 1e-5, poison_values(ref.dtype))
+        dirty = scan(out, ref, 1e-5, poison_values(ref.dtype))
+        assert torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
+    assert counter.calls == 1  # the clone of ref above; nothing from the scans
+    assert clean.mismatches == 0 and dirty.nonfinite == 1
+
+
+def test_count_unwritten() -> None:
+    x = torch.randn(300)
+    assert count_unwritten(x, poison_values(x.dtype)) == (0, 0)
+    x[5] = float("inf")
+    x[9] = _poison_bits(torch.float32, 0x7F, 1)[0]
+    assert count_unwritten(x, poison_values(x.dtype)) == (1, 1)
+    assert count_unwritten(torch.arange(5), poison_values(torch.int64)) == (0, 0)
