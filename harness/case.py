@@ -25,6 +25,7 @@ import torch
 
 from harness import requirements
 from harness.errors import CaseError
+from harness.suite_config import default_suites
 from harness.verdicts import SEVERITY, VERDICTS
 
 USER_MODULE_PREFIX = "graphsafe_user_cases_"
@@ -208,8 +209,6 @@ def _suite_roots() -> list[str]:
     editable install serves `graphsafe.cases` as the module `cases`, whose cases register as `cases.*`)."""
     if not _CONFIGURED_ROOTS_ADDED[0]:
         _CONFIGURED_ROOTS_ADDED[0] = True
-        from harness.suites import default_suites
-
         for name in default_suites():
             add_suite_root(name)
             # An unimportable suite fails where it is loaded, with its reason.

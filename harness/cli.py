@@ -28,6 +28,7 @@ from harness.reports.junit import write_junit
 from harness.reports.markdown import render_summary
 from harness.reports.results import ResultsWriter, default_run_dir, read_results
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
+from harness.suite_config import SuiteConfigError
 from harness.suites import default_suites, load_default_suites
 
 
@@ -136,7 +137,7 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             cases = list(found.values())
         else:
             cases = load_default_suites()
-    except (CaseError, CaseFileError) as exc:
+    except (CaseError, CaseFileError, SuiteConfigError) as exc:
         raise UsageError(str(exc)) from exc
     if pattern:
         cases = [c for c in cases if _matches(c.name, pattern)]

@@ -24,6 +24,7 @@ def main() -> int:
     from harness.case import REGISTRY, CaseFileError, load_case_source
     from harness.errors import CaseError
     from harness.protocol import check
+    from harness.suite_config import SuiteConfigError
     from harness.suites import load_suites
     from harness.verdicts import CRASH
 
@@ -31,7 +32,7 @@ def main() -> int:
         load_suites(load["suites"])
         for source in load["case_sources"]:
             load_case_source(source)
-    except (CaseError, CaseFileError) as exc:
+    except (CaseError, CaseFileError, SuiteConfigError) as exc:
         out.write(json.dumps({"fatal": str(exc)}) + "\n")
         return 2
     out.write(json.dumps({"ready": True}) + "\n")

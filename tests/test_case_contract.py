@@ -88,3 +88,20 @@ def test_is_capturing_is_true_only_while_the_cpu_recorder_records() -> None:
     graph.replay()
     _capture_probe(torch.ones(3))
     assert _CAPTURE_SEEN == [False, True, False, False]
+
+
+def test_default_suites_come_from_configuration(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Method: the checkout's pyproject names `cases` (an install's graphsafe.suites entry point, which wins,
+    names `graphsafe.cases`); a malformed default-suites is a named error; with no entry point and no
+    pyproject there is no default suite (the CLI then asks for --case)."""
+    from harness import suite_config
+
+    assert suite_config._suites_from_pyproject(suite_config.PYPROJECT) == ["cases"]
+    assert suite_config.default_suites() in (["cases"], ["graphsafe.cases"])
+    bad = tmp_path / "pyproject.toml"
+    bad.write_text('[tool.graphsafe]\ndefault-suites = "cases"\n')
+    with pytest.raises(suite_config.SuiteConfigError, match=r"default-suites must be a list of module names"):
+        suite_config._suites_from_pyproject(bad)
+    monkeypatch.setattr(suite_config, "PYPROJECT", tmp_path / "absent.toml")
+    monkeypatch.setattr(suite_config.importlib.metadata, "entry_points", lambda group: [])
+    assert suite_config.default_suites() == []
