@@ -1,7 +1,8 @@
-"""Repository-wide pytest setup: Hypothesis profiles, the graph-backend option, and hardware skips in one place.
+"""Repository-wide pytest setup: graphsafe's pytest plugin, the default Hypothesis profile, and hardware skips.
 
-No seeding or global switches at import time beyond profile registration (CONVENTIONS.md #8): fixtures do
-that. Out-of-memory is a failure, not a skip; there are no reruns.
+No seeding or global switches at import time beyond profile registration: a test that needs them sets them
+in a fixture, so the order in which modules are imported never changes a result. Out-of-memory is a
+failure, not a skip; there are no reruns.
 """
 
 from __future__ import annotations
@@ -10,26 +11,17 @@ import os
 
 import pytest
 import torch
-from hypothesis import HealthCheck, settings
+from hypothesis import settings
 
-# dev: quick local iteration; ci: what `make test` runs on 2 cores; nightly: `make nightly`.
-settings.register_profile("dev", max_examples=10, deadline=None)
-settings.register_profile(
-    "ci", max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
-)
-settings.register_profile(
-    "nightly", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+# The plugin from this checkout (--graph-backend, the graph_backend fixture, --graphsafe-case, the Hypothesis
+# profiles), never an installed copy's: pyproject.toml's addopts block the entry point with -p no:graphsafe.
+pytest_plugins = ["harness.pytest_plugin"]
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--graph-backend",
-        default="auto",
-        choices=("auto", "cpu", "gpu"),
-        help="graph backend for registry-generated case tests (auto: the GPU when present)",
-    )
+def pytest_configure(config: pytest.Config) -> None:
+    # dev: quick local iteration; ci: what `make test` runs on 2 cores; nightly: `make nightly`. Hypothesis's
+    # own configure hook runs after this one, so --hypothesis-profile still wins.
+    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
 
 
 def _device_count() -> int:
@@ -52,10 +44,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if reason and item.get_closest_marker(marker):
                 item.add_marker(pytest.mark.skip(reason=reason))
                 break
-
-
-@pytest.fixture
-def graph_backend(request: pytest.FixtureRequest) -> str:
-    from harness.backends import resolve_backend_name
-
-    return resolve_backend_name(request.config.getoption("--graph-backend"))

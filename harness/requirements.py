@@ -89,5 +89,5 @@ def _unmet_one(requirement: str, backend: str) -> str | None:
         return f"found {_device_summary()}"
     if requirement == "cuda":
         return None
-    needed = (int(match["major"]), int(match["minor"]))
-    return None if torch.cuda.get_device_capability() >= needed else f"found {_device_summary()}"
+    capability = (int(match["major"]), int(match["minor"]))
+    return None if torch.cuda.get_device_capability() >= capability else f"found {_device_summary()}"

@@ -1,0 +1,271 @@
+"""graphsafe's pytest plugin: each registered case of a case file becomes one test item.
+
+    pytest --graphsafe-case my_cases.py [--graphsafe-case other.py] [--graph-backend cpu|gpu|auto]
+
+or, in pytest.ini / pyproject.toml's [tool.pytest.ini_options], `graphsafe_cases = my_cases.py other.py` (paths
+relative to that file), or `pytest_plugins = ["graphsafe.pytest_plugin"]` plus the ini line in a conftest.py
+setup. An installed graphsafe registers the plugin through the `pytest11` entry point (`-p no:graphsafe`
+turns it off); this repository's conftest.py loads it from the checkout.
+
+An item runs the differential replay protocol (`harness.check`) on its case and passes when the verdict equals
+the case's `expect`; otherwise it fails with the case's block from summary.md (verdict, expected, the
+reproduce command, one row per pattern and replay, the details). A case whose `requires` this machine or
+backend does not meet is skipped with the reason. Items carry the marker `graphsafe` and the case's family as
+a keyword, so pytest's own `-k`, `-m`, `--junitxml` and `-n` (pytest-xdist) apply; with the gpu backend, each
+xdist worker takes one GPU (worker i of a box with N GPUs gets GPU i mod N).
+
+Cases that expect `crash` or `timeout` kill or stall the process running them by design, so they run in a
+worker process (harness.runner), as `verify` runs every case; the others run in the pytest process.
+
+The plugin also registers graphsafe's Hypothesis profiles: dev (10 examples), ci (25, derandomized) and
+nightly (500). `HYPOTHESIS_PROFILE=<one of them>` loads it; otherwise the plugin leaves Hypothesis's settings
+as they are (a conftest's `settings.load_profile` or `--hypothesis-profile` chooses).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+HYPOTHESIS_PROFILES = {
+    "dev": settings(max_examples=10, deadline=None),
+    "ci": settings(
+        max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    ),
+    "nightly": settings(
+        max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
+    ),
+}
+for _name, _profile in HYPOTHESIS_PROFILES.items():
+    settings.register_profile(_name, _profile)
+# At import, like a conftest.py: hypothesis's --hypothesis-profile (applied at configure time) still wins.
+if os.environ.get("HYPOTHESIS_PROFILE") in HYPOTHESIS_PROFILES:
+    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+
+PROCESS_KILLING_VERDICTS = ("crash", "timeout")
+MARKER = "graphsafe"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("graphsafe", "graphsafe graph-replay safety cases")
+    group.addoption(
+        "--graphsafe-case",
+        action="append",
+        default=[],
+        dest="graphsafe_cases",
+        metavar="FILE_OR_MODULE",
+        help="collect one test per case registered by this case file or module (repeatable)",
+    )
+    group.addoption(
+        "--graph-backend",
+        default="auto",
+        choices=("auto", "cpu", "gpu"),
+        help="graph backend for graphsafe cases (auto: the GPU when present, else the cpu backend)",
+    )
+    parser.addini(
+        "graphsafe_cases",
+        type="args",
+        default=[],
+        help="case files (relative to this ini file) or modules to collect, as --graphsafe-case does",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", f"{MARKER}: a graphsafe case run through the graph-replay protocol")
+    _pin_xdist_worker_to_one_gpu(config)
+
+
+def _pin_xdist_worker_to_one_gpu(config: pytest.Config) -> None:
+    """Under `pytest -n N`, worker gwI sees one GPU, I mod (the GPUs visible to the controller), and 1/N of the
+    CPU cores for torch's threads."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return
+    import torch
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
+        # N workers each starting one thread per core oversubscribe the CPU N-fold (harness.runner measured it);
+        # here 2 workers on 2 busy cores took 38 s for the 3 cases one process ran in 3 s.
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
+    if config.getoption("graph_backend") == "cpu":
+        return
+    if torch.cuda.is_initialized() or not torch.cuda.is_available():
+        return  # too late to narrow the visible devices, or nothing to narrow
+    variable = "HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES"
+    visible = [d for d in os.environ.get(variable, "").split(",") if d.strip()]
+    if not visible:
+        visible = [str(i) for i in range(torch.cuda.device_count())]
+    if len(visible) > 1:
+        os.environ[variable] = visible[int(worker[2:]) % len(visible)]
+
+
+def _case_sources(config: pytest.Config) -> list[str]:
+    """--graphsafe-case values (relative to the invocation directory), then ini ones (relative to the ini file)."""
+    ini_base = config.inipath.parent if config.inipath else config.rootpath
+    pairs = [(s, config.invocation_params.dir) for s in config.getoption("graphsafe_cases")]
+    pairs += [(s, ini_base) for s in config.getini("graphsafe_cases")]
+    sources: list[str] = []
+    for source, base in pairs:
+        path = base / source
+        if source.endswith(".py") or "/" in source or path.exists():
+            source = str(path.resolve())
+        if source not in sources:
+            sources.append(source)
+    return sources
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    # A case file named test_*.py would be imported twice (as a test module and as a case file), registering
+    # each case twice; the plugin alone collects it.
+    return True if str(collection_path.resolve()) in _case_sources(config) else None
+
+
+class CaseSource(pytest.File):
+    """A case file or module: its registered cases are the children."""
+
+    def __init__(self, *, source: str, cases: list[Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.source = source
+        self.cases = cases
+
+    def collect(self) -> Iterator[CaseItem]:
+        for case in self.cases:
+            # A case file must be loaded again by a worker process (crash/timeout cases) and by `repro`.
+            sources = [self.source] if self.source.endswith(".py") else []
+            yield CaseItem.from_parent(self, name=case.name, case=case, sources=sources)
+
+
+class CaseVerdictError(AssertionError):
+    """The case got a verdict other than the one it expects; the message is its summary block."""
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case: Any, sources: list[str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        from harness.selection import keywords
+
+        self.case = case
+        self.sources = sources
+        self.add_marker(MARKER)
+        self.extra_keyword_matches.update(keywords(case))
+
+    def _backend(self) -> str:
+        from harness.backends import resolve_backend_name
+
+        return resolve_backend_name(self.config.getoption("graph_backend"))
+
+    def runtest(self) -> None:
+        result = run_case(self.case, self._backend(), self.sources)
+        if result.verdict != self.case.expect:
+            raise CaseVerdictError(failure_text(result, self.sources))
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
+        from harness.errors import CaseError
+
+        # One clear message, not the harness's stack.
+        if isinstance(excinfo.value, CaseVerdictError | CaseError):
+            return str(excinfo.value)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self) -> tuple[Path, int, str]:
+        return self.path, _definition_line(self.path, self.case.name), f"graphsafe case {self.case.name}"
+
+
+def _definition_line(path: Path, name: str) -> int:
+    """0-based line of the first quoted occurrence of the case's name in its file (0 when it is computed)."""
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    quoted = (f'"{name}"', f"'{name}'")
+    return next((i for i, line in enumerate(lines) if any(q in line for q in quoted)), 0)
+
+
+def run_case(case: Any, backend: str, sources: list[str]) -> Any:
+    """One case's Result: in this process, or in a worker process for cases expected to kill theirs."""
+    from harness.protocol import check
+
+    if case.expect not in PROCESS_KILLING_VERDICTS:
+        return check(case, backend)
+    from harness.runner import RunOptions, run_isolated
+
+    results: list[Any] = []
+    run_isolated([case], sources, RunOptions(backend=backend), jobs=1, devices=0, on_result=results.append)
+    return results[0]
+
+
+def failure_text(result: Any, sources: list[str]) -> str:
+    """The case's block of summary.md (heading, reproduce command, replay table, details), from its Result."""
+    import pandas as pd
+
+    from harness.reports.markdown import failure_lines
+    from harness.reports.results import normalize
+    from harness.reports.tables import failure_section, summarize_case
+
+    status = "ok" if result.ok else "FAIL"
+    frame = pd.DataFrame(
+        [
+            {
+                **dataclasses.asdict(row),
+                "verdict": result.verdict,
+                "expected": result.expected,
+                "status": status,
+            }
+            for row in result.rows
+        ]
+    )
+    rows = normalize(frame)
+    return "\n".join(failure_lines(failure_section(summarize_case(rows), rows, sources)))
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest's -k/-m deselection, which must see these items
+def pytest_collection_modifyitems(
+    session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    sources = _case_sources(config)
+    if not sources:
+        return
+    from harness.backends import resolve_backend_name
+    from harness.case import CaseFileError, load_case_source
+    from harness.errors import BackendUnavailable, CaseError
+    from harness.requirements import unmet
+
+    try:
+        backend = resolve_backend_name(config.getoption("graph_backend"))
+    except BackendUnavailable as exc:
+        raise pytest.UsageError(f"graphsafe: {exc}") from exc
+    collected: list[CaseItem] = []
+    for source in sources:
+        try:
+            cases = load_case_source(source)
+        except (CaseError, CaseFileError) as exc:
+            raise pytest.UsageError(f"graphsafe: {exc}") from exc
+        path = Path(source) if source.endswith(".py") else Path(sys.modules[source].__file__ or source)
+        node = CaseSource.from_parent(session, path=path, source=source, cases=cases)
+        case_items = list(node.collect())
+        reported: list[pytest.Item | pytest.Collector] = [*case_items]
+        # Reported like any collected file, so "collected N items", --collect-only and -n count these items.
+        config.hook.pytest_collectreport(report=pytest.CollectReport(node.nodeid, "passed", None, reported))
+        collected.extend(case_items)
+    for item in collected:
+        # A skip mark, not a skip raised at run time, so the report points at the case's file and line.
+        reason = unmet(item.case.requires, backend)
+        if reason:
+            item.add_marker(pytest.mark.skip(reason=reason))
+    items[:0] = collected
+
+
+@pytest.fixture
+def graph_backend(request: pytest.FixtureRequest) -> str:
+    """The resolved backend name ("cpu" or "gpu") that --graph-backend selects, for tests of one's own."""
+    from harness.backends import resolve_backend_name
+
+    return resolve_backend_name(request.config.getoption("graph_backend"))

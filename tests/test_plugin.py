@@ -1,0 +1,139 @@
+"""The pytest plugin (harness/pytest_plugin.py) from this checkout, run as a user would run it: a separate pytest
+process in a temporary repository with a case file of its own.
+
+The case file holds a correct op, its negative control (a Python-side cache, frozen at input A: expects and
+gets `stale_replay`), the same buggy op claiming `pass` (must fail, with the summary's text), and a case that
+requires an sm_90 GPU (must skip with the reason). Inner runs block an installed copy's entry point and load
+the checkout's plugin explicitly, so they test this tree whatever is installed; tests/test_install.py covers
+the installed entry point.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from hypothesis import settings
+
+from harness import pytest_plugin
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+CASE_FILE = """
+import torch
+from harness import Case, register
+
+
+def make_inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, generator=g).to(device), "w": torch.randn(64, generator=g).to(device)}
+
+
+_scale_by_weight = {}
+
+
+def cached_scale(x, w):
+    # The bug: a host-side cache keyed by the weight tensor, filled once; replay keeps input A's scale.
+    if id(w) not in _scale_by_weight or _scale_by_weight[id(w)][0] is not w:
+        _scale_by_weight[id(w)] = (w, w.abs().max())
+    return x * _scale_by_weight[id(w)][1]
+
+
+register(Case(name="scale_fixed", make_inputs=make_inputs, op=lambda x, w: x * w.abs().max()))
+register(Case(name="scale_cached_control", make_inputs=make_inputs, op=cached_scale, expect="stale_replay"))
+register(Case(name="scale_cached_claims_pass", make_inputs=make_inputs, op=cached_scale, expect="pass"))
+register(Case(name="scale_needs_h100", make_inputs=make_inputs, op=lambda x, w: x * w, requires=("gpu", "sm_90")))
+"""
+
+
+def _user_repo(tmp_path: Path, case_file_name: str = "my_cases.py") -> Path:
+    repo = tmp_path / "user_repo"
+    repo.mkdir()
+    (repo / case_file_name).write_text(CASE_FILE)
+    return repo
+
+
+def _pytest(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    env.pop("PYTEST_XDIST_WORKER", None)  # the inner session is not a worker of the outer one
+    env.pop("PYTEST_XDIST_WORKER_COUNT", None)
+    command = [sys.executable, "-m", "pytest", "-p", "no:graphsafe", "-p", "harness.pytest_plugin"]
+    command += ["-p", "no:cacheprovider", "--graph-backend", "cpu", *args]
+    return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+
+
+def _junit_cases(path: Path) -> dict[str, ET.Element]:
+    return {case.get("name", ""): case for case in ET.parse(path).getroot().iter("testcase")}
+
+
+@pytest.mark.slow
+def test_one_item_per_case_verdicts_skips_junit_and_xdist(tmp_path: Path) -> None:
+    """Method: run the user's case file with -n 2 and --junitxml. Expected: the fix and the control pass, the
+    mislabeled buggy op fails with its summary block, the sm_90 case skips with its reason, exit code 1."""
+    repo = _user_repo(tmp_path)
+    junit = tmp_path / "junit.xml"
+    run = _pytest(repo, "--graphsafe-case", "my_cases.py", "-n", "2", f"--junitxml={junit}", "-rs")
+    assert run.returncode == 1, run.stdout + run.stderr
+    cases = _junit_cases(junit)
+    assert sorted(cases) == sorted(
+        ["scale_fixed", "scale_cached_control", "scale_cached_claims_pass", "scale_needs_h100"]
+    )
+    assert [c.tag for c in cases["scale_fixed"]] == []
+    assert [c.tag for c in cases["scale_cached_control"]] == []
+    failure = cases["scale_cached_claims_pass"].find("failure")
+    assert failure is not None
+    assert "verdict `stale_replay`, expected `pass`" in (failure.text or "")
+    assert "Reproduce:" in (failure.text or "") and "graph error" in (failure.text or "")
+    skipped = cases["scale_needs_h100"].find("skipped")
+    assert skipped is not None and "requires gpu" in (skipped.get("message") or ""), run.stdout
+
+
+def _collected(run: subprocess.CompletedProcess[str]) -> list[str]:
+    assert run.returncode == 0, run.stdout + run.stderr
+    return sorted(line.rsplit("::", 1)[-1] for line in run.stdout.splitlines() if "::" in line)
+
+
+def test_pytest_k_and_m_select_case_items(tmp_path: Path) -> None:
+    """Method: --collect-only with pytest's own -k and -m. Expected: the expressions select by case name."""
+    repo = _user_repo(tmp_path)
+    by_k = _pytest(
+        repo, "--graphsafe-case", "my_cases.py", "--collect-only", "-q", "-k", "cached and not claims"
+    )
+    assert _collected(by_k) == ["scale_cached_control"]
+    by_m = _pytest(repo, "--graphsafe-case", "my_cases.py", "--collect-only", "-q", "-m", "not graphsafe")
+    assert by_m.returncode == 5, by_m.stdout + by_m.stderr  # pytest's "no tests collected"
+
+
+def test_ini_option_and_a_test_named_case_file_collect_each_case_once(tmp_path: Path) -> None:
+    """Method: `graphsafe_cases` in pytest.ini naming a file pytest would also collect as a test module.
+    Expected: each case collected once (the file is not imported twice, which would register every case
+    twice and fail)."""
+    repo = _user_repo(tmp_path, case_file_name="test_my_cases.py")
+    (repo / "pytest.ini").write_text("[pytest]\ngraphsafe_cases = test_my_cases.py\n")
+    run = _pytest(repo, "--collect-only", "-q")
+    assert _collected(run) == sorted(
+        ["scale_fixed", "scale_cached_control", "scale_cached_claims_pass", "scale_needs_h100"]
+    )
+
+
+def test_unloadable_case_file_is_a_usage_error(tmp_path: Path) -> None:
+    """Method: a case file that raises at import. Expected: pytest's usage error (exit 4) naming the file."""
+    repo = tmp_path / "user_repo"
+    repo.mkdir()
+    (repo / "broken_cases.py").write_text("raise RuntimeError('no such kernel')\n")
+    run = _pytest(repo, "--graphsafe-case", "broken_cases.py", "--collect-only")
+    assert run.returncode == 4
+    assert "broken_cases.py" in run.stderr and "no such kernel" in run.stderr
+
+
+def test_hypothesis_profiles_ship_with_the_plugin() -> None:
+    """Method: read the profiles the plugin registered. Expected: dev, ci and nightly with their budgets."""
+    assert set(pytest_plugin.HYPOTHESIS_PROFILES) == {"dev", "ci", "nightly"}
+    assert settings.get_profile("dev").max_examples == 10
+    assert settings.get_profile("ci").max_examples == 25 and settings.get_profile("ci").derandomize
+    assert settings.get_profile("nightly").max_examples == 500
