@@ -1,10 +1,12 @@
 """Build an op family's native module: the one place kernels turn their sources into importable modules.
 
 Role: every op family keeps its sources side by side in its folder, named by one stem: ``<stem>.hip`` for
-CUDA/ROCm devices (nvcc compiles it as CUDA, hipcc as HIP) and ``<stem>.cpp``, its CPU twin, for g++.
-``load(family_dir, stem, "cpu")`` builds the twin, ``load(family_dir, stem, "gpu")`` the device source for the
-visible device; both go through the harness's content-keyed build cache (``harness.native.build``) with this
-folder (hip_compat.h, gs_checks.h, gs_formats.h) on the include path.
+CUDA/ROCm devices (nvcc compiles it as CUDA, hipcc as HIP) and ``<stem>.cpp``, its CPU twin, for g++. A family
+whose host code fits in the ``.hip`` (under ``GS_BACKEND_HOST``, which hip_compat.h defines for a plain C++
+compiler) needs no ``.cpp``: g++ then compiles the ``.hip`` as C++. ``load(family_dir, stem, "cpu")`` builds
+the CPU source, ``load(family_dir, stem, "gpu")`` the device source for the visible device; both go through
+the harness's content-keyed build cache (``harness.native.build``) with this folder (hip_compat.h,
+gs_checks.h, gs_formats.h) on the include path.
 
 The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
 ``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of
@@ -34,15 +36,17 @@ def gpu_backend() -> str:
 
 
 def source(family_dir: pathlib.Path, stem: str, device: str) -> pathlib.Path:
-    """The source ``load`` builds: ``<stem>.cpp`` for the CPU, ``<stem>.hip`` for a GPU."""
+    """The source ``load`` builds: for the CPU ``<stem>.cpp``, else ``<stem>.hip``; for a GPU ``<stem>.hip``."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
-    path = pathlib.Path(family_dir) / f"{stem}{'.cpp' if device == 'cpu' else '.hip'}"
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{path} not found: op family {pathlib.Path(family_dir).name!r} has no {device} source"
-        )
-    return path
+    family_dir = pathlib.Path(family_dir)
+    candidates = [f"{stem}.cpp", f"{stem}.hip"] if device == "cpu" else [f"{stem}.hip"]
+    for name in candidates:
+        if (family_dir / name).is_file():
+            return family_dir / name
+    raise FileNotFoundError(
+        f"op family {family_dir.name!r} has no {device} source: looked for {candidates} in {family_dir}"
+    )
 
 
 @functools.cache
@@ -50,7 +54,7 @@ def load(
     family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()
 ) -> types.ModuleType:
     """Build (once per content, cached on disk) and import ``<stem>`` of ``family_dir`` for ``device``
-    (``cpu``: the g++ twin; ``gpu``: the device source for the visible device)."""
+    (``cpu``: the CPU source, built with g++; ``gpu``: the device source for the visible device)."""
     backend = "cpu" if device == "cpu" else gpu_backend()
     return build(family_dir, stem, backend, extra_flags=extra_flags)
 
@@ -72,6 +76,12 @@ def build(
     family_dir = pathlib.Path(family_dir).resolve()
     path = source(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
     flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
+    if backend == "cpu" and path.suffix == ".hip":
+        flags = (
+            "-x",
+            "c++",
+            *flags,
+        )  # g++ does not know the .hip suffix; hip_compat.h gives it GS_BACKEND_HOST
     return native_build.build_extension(
         f"gs_{stem}_{backend}",
         [path],
