@@ -8,12 +8,15 @@ hold the same rules for the CPU backend.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
 from harness import Case, register
 
 TOKENS, EXPERTS, TOP_K = 32, 8, 2
+Op = Callable[..., torch.Tensor]
 SLOTS = TOKENS * TOP_K  # every (token, slot) pair routed once: the total of `counts` below
 
 
@@ -26,10 +29,16 @@ def _routing(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
     return {"expert_ids": expert_ids.to(device), "scores": scores.to(device), "counts": counts.to(device)}
 
 
-def _pair(name: str, unsafe, safe, unsafe_note: str, safe_note: str) -> None:  # type: ignore[no-untyped-def]
+def _pair(name: str, unsafe: Op, safe: Op, unsafe_note: str, safe_note: str) -> None:
     """Register `<name>_sync` (expected capture_sync) and `<name>_capture_safe` (expected pass)."""
     register(
-        Case(name=f"{name}_sync", make_inputs=_routing, op=unsafe, expect="capture_sync", note=unsafe_note)
+        Case(
+            name=f"{name}_sync",
+            make_inputs=_routing,
+            op=unsafe,
+            expect="capture_sync",
+            note=f"expected capture_sync: {unsafe_note}",
+        )
     )
     register(
         Case(name=f"{name}_capture_safe", make_inputs=_routing, op=safe, note=f"expected pass: {safe_note}")

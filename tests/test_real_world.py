@@ -1,0 +1,63 @@
+"""The real-world conformance suite (cases/real_world) on the CPU backend: every case gets its expected verdict.
+
+Each case calls a public library the way its users do and states in its note why its verdict is what it is;
+both directions are covered (capture-safe forms must pass, unsafe forms must be caught). Cases that need a
+GPU skip here with their requirement's reason; modules whose library is missing skip with theirs.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import warnings
+
+import pytest
+
+import cases.real_world as real_world
+from harness import REGISTRY, check
+from harness.requirements import unmet
+
+MODULES = sorted(info.name for info in pkgutil.iter_modules(real_world.__path__, prefix="cases.real_world."))
+for _module in MODULES:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", real_world.RealWorldSkipWarning)  # reported by the tests below
+        importlib.import_module(_module)
+CASES = [c.name for c in REGISTRY.cases() if REGISTRY.origin(c.name).startswith("cases.real_world.")]
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_each_module_registers_cases_or_says_why_not(module: str) -> None:
+    registered = [n for n in CASES if REGISTRY.origin(n) == module]
+    if module in real_world.SKIPPED:
+        assert not registered
+        pytest.skip(f"{module}: {real_world.SKIPPED[module]}")
+    assert registered, f"{module} registered no cases and recorded no reason in SKIPPED"
+
+
+@pytest.mark.parametrize("case_name", CASES)
+def test_real_world_case_gets_its_expected_verdict_on_cpu(case_name: str) -> None:
+    case = REGISTRY.get(case_name)
+    reason = unmet(case.requires, "cpu")
+    if reason:
+        pytest.skip(reason)
+    assert case.note.startswith(f"expected {case.expect}"), "the note must justify the expected verdict"
+    result = check(case, "cpu")
+    assert result.verdict == case.expect, (
+        f"{case_name}: {result.verdict}, expected {case.expect}; {result.detail}"
+    )
+
+
+def test_both_directions_are_covered() -> None:
+    """A suite of only passing cases could not show a miss; one of only failures could not show a false alarm."""
+    expects = {REGISTRY.get(n).expect for n in CASES}
+    assert {"pass", "capture_sync"} <= expects
+
+
+def test_a_missing_library_is_skipped_with_its_reason() -> None:
+    name = "graphsafe_no_such_library_for_the_test"
+    with pytest.warns(real_world.RealWorldSkipWarning, match=name):
+        assert real_world.optional_library(name, "cases.real_world.test_probe") is None
+    try:
+        assert name in real_world.SKIPPED["cases.real_world.test_probe"]
+    finally:
+        del real_world.SKIPPED["cases.real_world.test_probe"]
