@@ -38,7 +38,7 @@ $(VENV)/.installed.stamp: pyproject.toml
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	$(VENV)/bin/python -m pip install -q $(CPU_TORCH)
-	$(VENV)/bin/python -m pip install -q -e '.[dev]'
+	$(VENV)/bin/python -m pip install -q -e '.[dev,real-world]'
 	@touch $@
 
 verify: setup
@@ -67,15 +67,21 @@ nightly: setup
 	  --report-dir $(NIGHTLY_DIR) $(ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) -m harness report nightly $(NIGHTLY_DIR)
 
-# A counterexample module with its own table (cases/counterexamples/<CASE>.py, e.g. issue350) runs as a script;
-# any other name is a registered case, rerun with its recorded seeds.
+# `harness repro` takes a counterexample module (cases/counterexamples/<CASE>.py, e.g. issue350: the public
+# report's tables) or a registered case name (rerun with its recorded seeds). CASE and SEED reach the shell only
+# as environment variables, never spliced into the recipe's text, and are checked before use: a value with a
+# quote, `;` or `$(...)` names nothing and runs nothing (`make repro CASE='x;echo hi'` is a usage error).
+# Not exported as they are: make would expand a command-line value such as `$(shell ...)` to put it in the
+# recipes' environment.
+unexport CASE SEED
+repro: export GRAPHSAFE_REPRO_CASE := $(value CASE)
+repro: export GRAPHSAFE_REPRO_SEED := $(value SEED)
 repro: setup
-	@test -n "$(CASE)" || { echo "usage: make repro CASE=<case or counterexample name> [SEED=<seed>]"; exit 2; }
-	@if [ -f cases/counterexamples/$(CASE).py ]; then \
-	  $(PYTHON) -m cases.counterexamples.$(CASE) $(ARGS); \
-	else \
-	  $(PYTHON) -m harness repro $(CASE) $(if $(SEED),--seed $(SEED)) $(ARGS); \
-	fi
+	@[ -n "$$GRAPHSAFE_REPRO_CASE" ] || { echo "usage: make repro CASE=<counterexample module or case name> [SEED=<seed>]" >&2; exit 2; }
+	@[[ "$$GRAPHSAFE_REPRO_CASE" =~ ^[A-Za-z0-9_./+-]+$$ ]] || { \
+	  echo "graphsafe: CASE must be a module, file or case name (letters, digits and _ . / + -), got: $$GRAPHSAFE_REPRO_CASE" >&2; exit 2; }
+	@[[ "$$GRAPHSAFE_REPRO_SEED" =~ ^[0-9]*$$ ]] || { echo "graphsafe: SEED must be a whole number, got: $$GRAPHSAFE_REPRO_SEED" >&2; exit 2; }
+	$(PYTHON) -m harness repro "$$GRAPHSAFE_REPRO_CASE" $${GRAPHSAFE_REPRO_SEED:+--seed "$$GRAPHSAFE_REPRO_SEED"} $(ARGS)
 
 compile-hip:
 	bash .ci/compile_hip.sh

@@ -214,7 +214,7 @@ def counterexample_names() -> list[str]:
 
 
 def _counterexample_packages() -> list[types.ModuleType]:
-    from harness.suites import default_suites
+    from harness.suite_config import default_suites
 
     packages = []
     for suite in default_suites():
