@@ -49,6 +49,7 @@ from harness.case import REGISTRY, Case, CaseFileError, _import_file
 from harness.errors import CaseError
 from harness.protocol import DEFAULT_REPLAYS, check
 from harness.records import Result
+from harness.records import Row as ResultRow
 from harness.reports import fingerprint as fp_module
 from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_isolated
 from harness.verdicts import PASS
@@ -378,7 +379,7 @@ def _replay_indices(sides: dict[str, Result]) -> list[int | None]:
     return list(indices) or [None]
 
 
-def _first_pattern_rows(result: Result) -> list:
+def _first_pattern_rows(result: Result) -> list[ResultRow]:
     rows = [r for r in result.rows if r.replay >= 0 and r.phase == "replay"]
     if not rows:
         return []
@@ -399,8 +400,8 @@ def _cell(
     if column.metric == "expected":
         return ", ".join(f"{names[s]} {c.expect}" for s, c in line.cases())
     if column.metric == "threshold":
-        for result in sides.values():
-            for row in _first_pattern_rows(result):
+        for side_result in sides.values():
+            for row in _first_pattern_rows(side_result):
                 if row.threshold is not None:
                     return "bit-exact" if row.bit_exact else f"{row.threshold:g}"
         return "n/a"

@@ -64,7 +64,8 @@ def run_issue_script(backend: str, in_place: bool, between: str) -> tuple[float,
     torch.manual_seed(114844)
     model = Model(in_place).to(be.device)
     static = torch.ones(N, D_IN, device=be.device)
-    with torch.no_grad():
+    # Inside the backend's poisoned-allocation scope, as harness.check runs every capture.
+    with be.poisoned_allocation(0xFF), torch.no_grad():
         model(static)  # the issue's eager call before capture
         graph = be.capture(lambda: model(static))
         try:
