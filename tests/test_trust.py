@@ -202,6 +202,8 @@ def test_pageable_copy_under_capture_is_a_host_sync() -> None:
         "Please pin the CPU tensor."
     )
     assert type(classify_capture_failure(RuntimeError(message))) is CaptureSyncError
+    event = "CUDA error: operation not permitted on an event last recorded in a capturing stream"
+    assert type(classify_capture_failure(RuntimeError(event))) is CaptureSyncError
     assert type(classify_capture_failure(RuntimeError("CUDA error: invalid argument"))) is CaptureError
 
 

@@ -75,6 +75,9 @@ _SYNC_PATTERNS = re.compile(
     # torch's copy_ refuses a device<->pageable-host copy under capture (aten/src/ATen/native/cuda/Copy.cu):
     # the op needs a device value on the host (torch.bincount's length, torch._grouped_mm's fp32 offsets).
     r"|Cannot copy between CPU and CUDA tensors during CUDA graph capture"
+    # Event.query()/synchronize() on an event recorded under capture (cudaErrorCapturedEvent, seen on the
+    # H200 with CUDA 13): the host asks how far the device got.
+    r"|operation not permitted on an event last recorded in a capturing stream|cudaErrorCapturedEvent"
     r"|data-dependent|dynamic shape",
     re.IGNORECASE,
 )
