@@ -6,8 +6,8 @@ Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
 Half of the rows of the grouped activations belong to experts of another rank (expert parallelism), so
 no slot of the block map covers them. The buggy variant (zero_unwritten=False) leaves them holding
 whatever the allocator had: under the harness's NaN-poisoned allocation they come back NaN and the
-verdict is `uninitialized` (the seed saw 100% NaN rows). The fixed variant zero-fills exactly those rows
-inside the op (so inside the graph) and passes (the seed: 0/16384 after the fix).
+verdict is `uninitialized` (the report saw 100% NaN rows). The fixed variant zero-fills exactly those rows
+inside the op (so inside the graph) and passes (the report: 0/16384 after the fix).
 """
 
 from __future__ import annotations

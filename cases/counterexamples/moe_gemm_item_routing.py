@@ -23,7 +23,7 @@ from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graph
 from kernels.moe_gemm.reference import moe_gemm_reference
 
 EXPERTS, N, K, BLOCK_M = 8, 64, 64, 16
-MAX_PER_EXPERT = (0, 7, 64, 1, 100, 0, 84, 0)  # the seed's ragged sizes as per-expert maxima
+MAX_PER_EXPERT = (0, 7, 64, 1, 100, 0, 84, 0)  # the report's ragged sizes as per-expert maxima
 ROWS = sum(MAX_PER_EXPERT)
 
 
