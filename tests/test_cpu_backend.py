@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness.backends.cpu import CpuBackend
+from harness.backends.cpu import CpuBackend, register_host_function_op
 from harness.errors import CaptureError, CaptureSyncError
 
 
@@ -238,3 +238,25 @@ def test_reduce_overhead_on_cpu_is_marked_not_fully_checked() -> None:
 
     graph = CpuBackend().capture(lambda: scan(torch.ones(5)))
     assert graph.limits.startswith("not fully checked on cpu: ") and "CUDA graphs" in graph.limits
+
+
+@torch.library.custom_op("graphsafe_test::host_function_reads", mutates_args=())
+def _host_function_reads(x: torch.Tensor) -> torch.Tensor:
+    """Stands for a host-function node: reads its (host) input at replay, legitimately."""
+    return x * float(x.abs().max())
+
+
+register_host_function_op(_host_function_reads)
+
+
+def test_declared_host_function_op_is_recorded_whole_without_inside_checks() -> None:
+    x = torch.tensor([1.0, -2.0, 3.0])
+    graph = CpuBackend().capture(lambda: _host_function_reads(x), warmup=0)
+    x.copy_(torch.tensor([1.0, 4.0, 0.0]))
+    graph.replay()
+    assert torch.equal(graph.outputs[0], torch.tensor([4.0, 16.0, 0.0]))
+
+
+def test_host_function_declaration_names_what_it_takes() -> None:
+    with pytest.raises(ValueError, match="namespace::name"):
+        register_host_function_op("no_namespace")

@@ -183,6 +183,21 @@ def _is_custom_op(func: Any) -> bool:
     return isinstance(func, torch._ops.OpOverload) and func.namespace not in _ATEN_NAMESPACES
 
 
+# Custom ops that stand for a host-function graph node (cudaLaunchHostFunc / hipLaunchHostFunc): a GPU graph
+# runs their body on the host at every replay, on host memory, so the host reads inside are their purpose,
+# not a sync. The recorder keeps them as one node and does not look inside.
+_HOST_FUNCTION_OPS: set[str] = set()
+
+
+def register_host_function_op(op: Any) -> None:
+    """Declare that the custom op `op` (a torch.library custom op or its "namespace::name") models a
+    host-function node: the CPU backend records it whole without checking its body for host reads."""
+    name = op if isinstance(op, str) else getattr(op, "_qualname", None) or op._schema.name
+    if "::" not in name:
+        raise ValueError(f"register_host_function_op takes a custom op or 'namespace::name', got {op!r}")
+    _HOST_FUNCTION_OPS.add(name)
+
+
 def _host_sync_reason(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     rule = SYNC_RULES.get(func)
     return rule(args, kwargs) if rule is not None else None
@@ -270,7 +285,8 @@ class _Recorder(TorchDispatchMode):
         reason = _host_sync_reason(func, args, kwargs)
         if reason is not None and not (self.waived and func in _SCALAR_READS):
             raise CaptureSyncError(f"{func}: {reason}")
-        result = self._custom_op(func, args, kwargs) if _is_custom_op(func) else func(*args, **kwargs)
+        inside_checked = _is_custom_op(func) and func._schema.name not in _HOST_FUNCTION_OPS
+        result = self._custom_op(func, args, kwargs) if inside_checked else func(*args, **kwargs)
         if self.opaque_depth == 0:
             self.nodes.append(
                 _Node(func, tuple(args), dict(kwargs), _fresh_tensors(result, _fresh_output_positions(func)))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 import harness
+from harness.backends.cpu import register_host_function_op
 from kernels.cpu_moe.executor import ExecutorCore, Slot, executor_by_handle
 from kernels.cpu_moe.settings import HandshakeNotCapturable
 from kernels.cpu_moe.weights import SharedExpert
@@ -98,6 +99,11 @@ def _(
     hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor, handle: int
 ) -> torch.Tensor:
     return torch.empty_like(hidden)
+
+
+# `direct` stands for the GPU's host-function node (settings.HANDSHAKE_ON_GPU): the layer runs on the host at
+# replay and reads its CPU tensors there (expert-id range check), which is no host sync.
+register_host_function_op(cpu_moe_op)
 
 
 @torch.library.custom_op("graphsafe::cpu_moe_stage_in", mutates_args=())
