@@ -61,3 +61,11 @@ def test_a_missing_library_is_skipped_with_its_reason() -> None:
         assert name in real_world.SKIPPED["cases.real_world.test_probe"]
     finally:
         del real_world.SKIPPED["cases.real_world.test_probe"]
+
+
+@pytest.mark.parametrize("part", sorted(k for k in real_world.SKIPPED if ":" in k) or ["(none)"])
+def test_cases_left_out_of_a_module_are_reported(part: str) -> None:
+    """Parts of a module not registered here (GPU-only cases, hub-only implementations), with the reason."""
+    if part == "(none)":
+        return
+    pytest.skip(f"{part}: {real_world.SKIPPED[part]}")

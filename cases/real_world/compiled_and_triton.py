@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from cases.real_world import SKIPPED
 from harness import Case, register
 
 ROWS, COLS = 64, 128
@@ -99,35 +100,49 @@ register(
         "call (Triton on a GPU, C++ on the CPU backend, where the compiled graph is one recorded node)",
     )
 )
-register(
-    Case(
-        name="compile_reduce_overhead_gpu",
-        make_inputs=_matrices,
-        op=compile_reduce_overhead,
-        expect="capture_sync",
-        requires=("gpu",),
-        note="expected capture_sync: cudagraph trees record their own CUDA graph on the second call after "
-        "torch.cuda.synchronize() (torch/_inductor/cudagraph_trees.py, _allocate_and_copy_recording_inputs), "
-        "which is the harness's capture",
+
+
+def _register_gpu_cases() -> None:
+    register(
+        Case(
+            name="compile_reduce_overhead_gpu",
+            make_inputs=_matrices,
+            op=compile_reduce_overhead,
+            expect="capture_sync",
+            requires=("gpu",),
+            note="expected capture_sync: cudagraph trees record their own CUDA graph on the second call after "
+            "torch.cuda.synchronize() (torch/_inductor/cudagraph_trees.py, _allocate_and_copy_recording_inputs), "
+            "which is the harness's capture",
+        )
     )
-)
-register(
-    Case(
-        name="triton_scale_add",
-        make_inputs=_matrices,
-        op=triton_scale_add,
-        requires=("gpu",),
-        note="expected pass: the grid comes from the tensor's shape (host metadata); the kernel reads x and y "
-        "from the static buffers and writes every element of out",
+    register(
+        Case(
+            name="triton_scale_add",
+            make_inputs=_matrices,
+            op=triton_scale_add,
+            requires=("gpu",),
+            note="expected pass: the grid comes from the tensor's shape (host metadata); the kernel reads x and y "
+            "from the static buffers and writes every element of out",
+        )
     )
-)
-register(
-    Case(
-        name="triton_scale_add_host_sized_grid",
-        make_inputs=_matrices,
-        op=triton_scale_add_host_sized,
-        expect="capture_sync",
-        requires=("gpu",),
-        note="expected capture_sync: int((x > 0).sum()) copies a device value to the host to size the grid",
+    register(
+        Case(
+            name="triton_scale_add_host_sized_grid",
+            make_inputs=_matrices,
+            op=triton_scale_add_host_sized,
+            expect="capture_sync",
+            requires=("gpu",),
+            note="expected capture_sync: int((x > 0).sum()) copies a device value to the host to size the grid",
+        )
     )
-)
+
+
+# GPU-only cases register where a GPU is visible (requires= names what they need; `verify` lists only
+# registered cases) and say why they are absent elsewhere.
+if not torch.cuda.is_available():
+    SKIPPED[f"{__name__}:gpu"] = (
+        "compile_reduce_overhead_gpu, triton_scale_add and triton_scale_add_host_sized_grid need a GPU "
+        "(Triton kernels; CUDA graph trees): not registered without one"
+    )
+else:
+    _register_gpu_cases()
