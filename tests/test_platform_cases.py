@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from harness import REGISTRY, check
-from harness.case import load_builtin_suite
+from harness.suites import load_default_suites
 
 pytestmark = pytest.mark.gpu
 
@@ -27,7 +27,7 @@ PROCESS_KILLING_VERDICTS = ("crash", "timeout")
 def _platform_case_names(process_killing: bool) -> list[str]:
     if not torch.cuda.is_available():
         return ["<no gpu>"]
-    load_builtin_suite()
+    load_default_suites()
     return sorted(
         c.name
         for c in REGISTRY.cases()
@@ -63,7 +63,7 @@ def test_platform_case_gets_expected_verdict(name: str) -> None:
 def test_memops_are_graph_nodes_not_run_during_capture() -> None:
     """Method: capture the memop handshake, inspect node kinds and the flag before replay. Expected: >= 3
     batch_mem_op nodes (write, wait, write), flag still 0 after capture, replay right, flag 0 again after."""
-    from kernels.platform_ops import memop_capture_probe
+    from kernels.platform.ops import memop_capture_probe
 
     probe = memop_capture_probe()
     kinds = probe["node_kinds"]
@@ -76,7 +76,7 @@ def test_memops_are_graph_nodes_not_run_during_capture() -> None:
 def test_host_function_and_copy_node_kinds() -> None:
     """Method: capture host_affine through the backend. Expected: one host node and >= 2 memcpy nodes."""
     from harness.backends import get_backend
-    from kernels import platform_ops as P
+    from kernels.platform import ops as P
 
     be = get_backend("gpu")
     x = torch.randn(4096, device="cuda")
@@ -90,8 +90,8 @@ def test_host_function_and_copy_node_kinds() -> None:
 _CHILD = """
 import sys
 from harness import REGISTRY, check
-from harness.case import load_builtin_suite
-load_builtin_suite()
+from harness.suites import load_default_suites
+load_default_suites()
 result = check(REGISTRY.get(sys.argv[1]), backend="gpu")
 print("VERDICT", result.verdict, result.detail)
 """
