@@ -12,7 +12,7 @@ the case's `expect`; otherwise it fails with the case's block from summary.md (v
 reproduce command, one row per pattern and replay, the details). A case whose `requires` this machine or
 backend does not meet is skipped with the reason. Items carry the marker `graphsafe` and the case's family as
 a keyword, so pytest's own `-k`, `-m`, `--junitxml` and `-n` (pytest-xdist) apply; with the gpu backend, each
-xdist worker takes one GPU (worker i of a box with N GPUs gets GPU i mod N).
+xdist worker takes one GPU as its current device (worker i of a box with N GPUs gets GPU i mod N).
 
 Cases that expect `crash` or `timeout` kill or stall the process running them by design, so they run in a
 worker process (harness.runner), as `verify` runs every case; the others run in the pytest process.
@@ -79,12 +79,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: a graphsafe case run through the graph-replay protocol")
-    _pin_xdist_worker_to_one_gpu(config)
+    _spread_xdist_workers(config)
 
 
-def _pin_xdist_worker_to_one_gpu(config: pytest.Config) -> None:
-    """Under `pytest -n N`, worker gwI sees one GPU, I mod (the GPUs visible to the controller), and 1/N of the
-    CPU cores for torch's threads."""
+def _spread_xdist_workers(config: pytest.Config) -> None:
+    """Under `pytest -n N`, worker gwI makes GPU I mod (the visible GPUs) its current device, and takes 1/N of
+    the CPU cores for torch's threads."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw"):
         return
@@ -95,16 +95,10 @@ def _pin_xdist_worker_to_one_gpu(config: pytest.Config) -> None:
         # N workers each starting one thread per core oversubscribe the CPU N-fold (harness.runner measured it);
         # here 2 workers on 2 busy cores took 38 s for the 3 cases one process ran in 3 s.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
-    if config.getoption("graph_backend") == "cpu":
-        return
-    if torch.cuda.is_initialized() or not torch.cuda.is_available():
-        return  # too late to narrow the visible devices, or nothing to narrow
-    variable = "HIP_VISIBLE_DEVICES" if torch.version.hip else "CUDA_VISIBLE_DEVICES"
-    visible = [d for d in os.environ.get(variable, "").split(",") if d.strip()]
-    if not visible:
-        visible = [str(i) for i in range(torch.cuda.device_count())]
-    if len(visible) > 1:
-        os.environ[variable] = visible[int(worker[2:]) % len(visible)]
+    # The current device, not CUDA_VISIBLE_DEVICES: the first torch.cuda.is_available() has initialized the
+    # driver, which reads that variable once. The gpu backend runs on torch.cuda.current_device().
+    if config.getoption("graph_backend") != "cpu" and torch.cuda.is_available():
+        torch.cuda.set_device(int(worker[2:]) % torch.cuda.device_count())
 
 
 def _case_sources(config: pytest.Config) -> list[str]:
