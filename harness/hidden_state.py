@@ -140,8 +140,8 @@ class PythonState:
 
     def restore(self) -> None:
         with torch.no_grad():
-            for tensor, saved in self._tensors:
-                tensor.copy_(saved)
+            for tensor, copy in self._tensors:
+                tensor.copy_(copy)
         for container, saved in self._containers:
             if isinstance(container, dict) and _dict_changed(container, saved):
                 container.clear()
@@ -154,11 +154,11 @@ class PythonState:
         for cell, value in self._cells:
             if cell.cell_contents is not value:  # a `nonlocal` rebound by the op
                 cell.cell_contents = value
-        for ns, saved in self._spaces:
-            for name in [n for n in ns if n not in saved]:
+        for ns, snapshot in self._spaces:
+            for name in [n for n in ns if n not in snapshot]:
                 if not _is_code(ns[name]):
                     del ns[name]
-            for name, value in saved.items():
+            for name, value in snapshot.items():
                 now = ns.get(name, _MISSING)
                 if now is not value and not (_is_code(value) or _is_code(now)):
                     ns[name] = value

@@ -317,3 +317,15 @@ def test_a_case_past_its_deadline_is_timeout_on_the_cpu_backend() -> None:
     results: list[Any] = []
     run_isolated([case], ["cases.trust_controls"], RunOptions(backend="cpu"), 1, 0, results.append)
     assert [r.verdict for r in results] == ["timeout"], results[0].detail
+
+
+def test_finite_poison_pattern_catches_a_read_that_nan_hides() -> None:
+    """fmax ignores NaN, so under the NaN fill an unwritten read looks right; the 0x7F byte pattern (3.4e38)
+    shows it. On the cpu backend the pattern's bytes are written after torch's NaN fill of empty*."""
+
+    def fmax_with_unwritten(x: torch.Tensor) -> torch.Tensor:
+        return torch.fmax(torch.empty_like(x), x)
+
+    result = check(Case(name="t_fmax_unwritten", make_inputs=_inputs, op=fmax_with_unwritten), "cpu")
+    by_pattern = {p: {r.row_verdict for r in result.rows if r.pattern == p} for p in ("0xff", "0x7f")}
+    assert by_pattern == {"0xff": {"pass"}, "0x7f": {"uninitialized"}}, result.detail
