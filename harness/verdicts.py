@@ -1,4 +1,5 @@
-"""The fixed verdict vocabulary (ARCHITECTURE.md) and how row verdicts combine into a case verdict.
+"""The fixed verdict vocabulary (harness/DESIGN.md, "Verdicts") and how row verdicts combine into a case
+verdict.
 
 Users' case files name these strings in `expect=`; never rename one.
 """

@@ -394,7 +394,8 @@ class CpuGraph(CapturedGraph):
         self.limits = limits  # what this capture could not check on the CPU ("" when it checked everything)
 
     def replay(self) -> None:
-        # Factory ops re-poison on replay like a fill node inside a real graph (PITFALLS.md, Poisoning).
+        # Factory ops re-poison on replay, as fill_uninitialized_memory's fill does inside a real graph (it is
+        # captured as a node and runs on every replay).
         fill = BytePatternMode(self.pattern) if self.pattern is not None else None
         with torch.no_grad(), deterministic_fill():
             if fill is not None:
