@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Compile every kernels/hip/*.hip for AMD and NVIDIA targets; any failure exits non-zero naming file and target.
+# Compile every .hip source (kernels/<family>/*.hip, harness/native/*.hip) for AMD and NVIDIA targets; any failure
+# exits non-zero naming file and target.
 #
 #   Debian hipcc 5.2  -> gfx90a full object (-c). HIP_PLATFORM=amd: it picks NVIDIA when it finds nvcc.
 #   clang-19 -x hip   -> gfx942, gfx1100, gfx1201 device assembly (-S --cuda-device-only -nogpulib): Debian
-#                        ships no device libraries for them (PITFALLS.md, Portability).
+#                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only.
-# Usage: .ci/compile_hip.sh [file.hip ...]   (default: every kernels/hip/*.hip)
+# Usage: .ci/compile_hip.sh [file.hip ...]   (default: every kernels/*/*.hip and harness/native/*.hip)
 # Installs hipcc/clang-19 with apt-get when missing (CI images); nvcc must come with the image.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,13 +21,13 @@ need nvcc || { echo "FAIL: nvcc not found (install the CUDA toolkit)" >&2; exit 
 
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-# pybind11 and Python headers: sources may carry their pybind11 layer (built by kernels/build.py, which
+# pybind11 and Python headers: sources may carry their pybind11 layer (built by harness/native/build.py, which
 # defines GS_MODULE_NAME); compiling it here too means CI covers the whole translation unit.
 py=.venv/bin/python; [ -x "$py" ] || py=python3
 pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysconfig.get_paths()["include"])') || {
   echo "FAIL: pybind11 not importable by $py (pip install pybind11)" >&2; exit 2; }
 read -r pybind_inc python_inc <<<"$pyinc"
-inc=(-I kernels/hip -I kernels/cpu -isystem "$pybind_inc" -isystem "$python_inc")
+inc=(-isystem "$pybind_inc" -isystem "$python_inc")
 failures=0
 run() {  # run <file> <target> <command...>
   local file=$1 target=$2; shift 2
@@ -39,11 +40,13 @@ run() {  # run <file> <target> <command...>
 }
 
 shopt -s nullglob
-files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/hip/*.hip)  # args: a subset (or a negative control)
-[ ${#files[@]} -gt 0 ] || { echo "FAIL: no kernels/hip/*.hip found" >&2; exit 2; }
+files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/*/*.hip harness/native/*.hip)  # args: a subset (or a negative control)
+[ ${#files[@]} -gt 0 ] || { echo "FAIL: no .hip sources found" >&2; exit 2; }
 for f in "${files[@]}"; do
   base=$(basename "$f" .hip)
-  inc_mod=("${inc[@]}" "-DGS_MODULE_NAME=ci_$base")
+  # The include path the build gives it: kernels/common for a kernel family, its own folder for every source.
+  inc_mod=(-I "$(dirname "$f")" "${inc[@]}" "-DGS_MODULE_NAME=ci_$base")
+  case "$f" in kernels/*) inc_mod=(-I kernels/common "${inc_mod[@]}") ;; esac
   run "$f" gfx90a env HIP_PLATFORM=amd hipcc -std=c++17 -O2 -ffp-contract=off --offload-arch=gfx90a "${inc_mod[@]}" \
     -c "$f" -o "$out/$base.gfx90a.o"
   for arch in gfx942 gfx1100 gfx1201; do
