@@ -14,7 +14,8 @@ import torch
 from hypothesis import settings
 
 # The plugin from this checkout (--graph-backend, the graph_backend fixture, --graphsafe-case, the Hypothesis
-# profiles), never an installed copy's: pyproject.toml's addopts block the entry point with -p no:graphsafe.
+# profiles), never an installed copy's: pyproject.toml's addopts block the entry point with
+# -p no:graphsafe.pytest_plugin.
 pytest_plugins = ["harness.pytest_plugin"]
 
 

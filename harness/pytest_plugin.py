@@ -3,9 +3,10 @@
     pytest --graphsafe-case my_cases.py [--graphsafe-case other.py] [--graph-backend cpu|gpu|auto]
 
 or, in pytest.ini / pyproject.toml's [tool.pytest.ini_options], `graphsafe_cases = my_cases.py other.py` (paths
-relative to that file), or `pytest_plugins = ["graphsafe.pytest_plugin"]` plus the ini line in a conftest.py
-setup. An installed graphsafe registers the plugin through the `pytest11` entry point (`-p no:graphsafe`
-turns it off); this repository's conftest.py loads it from the checkout.
+relative to that file). An installed graphsafe registers the plugin through its `pytest11` entry point, named
+`graphsafe.pytest_plugin` like the module (`-p no:graphsafe.pytest_plugin` turns it off), so a conftest.py's
+`pytest_plugins = ["graphsafe.pytest_plugin"]`, needed where PYTEST_DISABLE_PLUGIN_AUTOLOAD is set, is a
+no-op where the entry point already loaded it. This repository's conftest.py loads it from the checkout.
 
 An item runs the differential replay protocol (`harness.check`) on its case and passes when the verdict equals
 the case's `expect`; otherwise it fails with the case's block from summary.md (verdict, expected, the

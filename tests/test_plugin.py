@@ -62,7 +62,15 @@ def _pytest(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     env.pop("PYTEST_XDIST_WORKER", None)  # the inner session is not a worker of the outer one
     env.pop("PYTEST_XDIST_WORKER_COUNT", None)
-    command = [sys.executable, "-m", "pytest", "-p", "no:graphsafe", "-p", "harness.pytest_plugin"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:graphsafe.pytest_plugin",
+        "-p",
+        "harness.pytest_plugin",
+    ]
     command += ["-p", "no:cacheprovider", "--graph-backend", "cpu", *args]
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
 
