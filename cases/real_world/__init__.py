@@ -30,3 +30,15 @@ def optional_library(name: str, module: str) -> ModuleType | None:
         SKIPPED[module] = reason
         warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
         return None
+
+
+def _register_all() -> None:
+    """Import every module of the suite, so that naming the package (`--case cases.real_world`) runs all of it."""
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__, prefix=__name__ + "."):
+        if not info.name.rsplit(".", 1)[-1].startswith(("_", "test_")):
+            importlib.import_module(info.name)
+
+
+_register_all()
