@@ -54,6 +54,10 @@ class Case:
         only for kernels that are nondeterministic run to run (atomics, split-K), and `note` must say why.
     rebuilds, live_graphs: stress this case always gets, whatever the run's --rebuilds/--live-graphs (the larger
         of the two applies); for cases that check the runtime's rebuild and live-graph behaviour themselves.
+    sizes: a size space to search instead of one fixed shape, {"T": range(1, 257), "E": st.integers(1, 16)}
+        (a range or a Hypothesis strategy of ints per name); make_inputs then takes them as keyword arguments,
+        make_inputs(seed, device, *, T, E), and `check` searches the space and shrinks a failure to the
+        smallest failing sizes (harness/search.py).
     requires: what the case needs from the machine, e.g. ("gpu", "sm_90", "fp8", "devices>=2")
         (harness.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
         with the reason.
@@ -75,6 +79,7 @@ class Case:
     live_graphs: int = 0
     replay_tolerance: float | None = None
     requires: tuple[str, ...] = ()
+    sizes: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
     _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -129,6 +134,10 @@ class Case:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise CaseError(label, field, f"must be a whole number >= 0, got {value!r}")
         object.__setattr__(self, "requires", requirements.validate(label, self.requires))
+        if self.sizes is not None:
+            from harness.search import validate_sizes  # Hypothesis loads only for cases that search
+
+            object.__setattr__(self, "sizes", validate_sizes(label, self.sizes, self.make_inputs))
         if not isinstance(self.bit_exact, bool):
             raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
         for field in ("static_inputs", "mutates"):
@@ -145,6 +154,13 @@ class Case:
 
     def inputs(self, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
         """Call make_inputs and check that it returned a dict of tensors with declared names."""
+        if self.sizes is not None:
+            raise CaseError(
+                self.name,
+                "sizes",
+                "make_inputs takes the declared sizes: harness.check searches them, "
+                "harness.search.bind(case, sizes) fixes them",
+            )
         made = self.make_inputs(seed, device)
         if not isinstance(made, Mapping):
             raise CaseError(

@@ -25,7 +25,7 @@ import functools
 import inspect
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -71,11 +71,34 @@ def check(
     patterns: Sequence[int] = PATTERNS,
     rebuilds: int = 0,
     live_graphs: int = 0,
+    sizes: Mapping[str, int] | None = None,
 ) -> Result:
-    """Run the protocol for one case; returns its verdict and one row per pattern x replay."""
+    """Run the protocol for one case; returns its verdict and one row per pattern x replay.
+
+    A case that declares `sizes` is checked at the given `sizes`, or, without them, over its size space
+    (harness/search.py: the result is the smallest failing sizes', or a pass over every size tried)."""
     if replays < 1:
         raise ValueError(f"replays must be >= 1, got {replays}")
     be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
+    if sizes is not None and case.sizes is None:
+        raise CaseError(case.name, "sizes", f"sizes {dict(sizes)} given, but the case declares no size space")
+    if case.sizes is not None:
+        from harness import search
+
+        def at_sizes(bound: Case) -> Result:
+            return check(
+                bound,
+                be,
+                replays=replays,
+                seed=seed,
+                patterns=patterns,
+                rebuilds=rebuilds,
+                live_graphs=live_graphs,
+            )
+
+        if sizes is not None:
+            return at_sizes(search.bind(case, search.parse_sizes(search.format_sizes(sizes), case.sizes)))
+        return search.search(case, be, at_sizes, seed=seed)
     rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
     for index, pattern in enumerate(patterns):

@@ -1,0 +1,433 @@
+"""Shape search: a case that declares its size space is checked over many sizes, and a failure is shrunk to
+the smallest sizes that still fail.
+
+Role: the seeds' bugs live at shape edges (a block not a multiple of T, an expert with no tokens, an f16
+read past the end at some H); a hand-written shape list finds only the edges someone thought of. A case
+declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypothesis strategy of ints), and
+`make_inputs(seed, device, *, T, E)` takes them as keyword arguments. `harness.check` on such a case runs
+`search`:
+
+  0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
+  1. Hypothesis generates sizes (`hypothesis.find`) and, at the first failure, shrinks it;
+  2. where it found nothing, a sweep: every value of each range dimension in ascending order with the other
+     dimensions at their simplest values, round-robin over the dimensions (edges such as T % 64 == 33 sit
+     at one value in 64 that random draws miss as often as not: 40 seeded runs of 300 Hypothesis examples
+     over T in 1..256 missed T % 64 == 33 in 4);
+  3. a failure from any phase is minimised dimension by dimension over the ranges (the smallest value of
+     each dimension, others fixed, that still fails), so the report names the smallest failing sizes;
+     Hypothesis's shrinker alone can stop at a local minimum (T=97 instead of 33 when the bits it clears do
+     not lead there).
+
+"Fails" means a verdict other than `pass`: for a case expected to pass that is the bug; a negative control
+expects the verdict the search must find. Sizes a case cannot take are rejected with `hypothesis.assume(...)`
+inside make_inputs (K <= E, say); they count as neither pass nor failure.
+
+Budgets (`Budget`, chosen by GRAPHSAFE_SEARCH_PROFILE = default | nightly | quick, each overridable with
+GRAPHSAFE_SEARCH_EXAMPLES / GRAPHSAFE_SEARCH_SECONDS): generation and sweep stop at their example counts or the
+time limit, whichever comes first; shrinking a failure found in time may run past the limit, up to
+`shrink_checks` checks. The result names the smallest failing sizes and a one-line repro,
+`graphsafe repro NAME --sizes T=33,E=2 --seed S`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import json
+import os
+import random
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from harness import verdicts as V
+from harness.errors import CaseError
+from harness.records import Result
+
+if TYPE_CHECKING:
+    from harness.backends import GraphBackend
+    from harness.case import Case
+
+DATABASE_ENV = "GRAPHSAFE_SEARCH_DB"
+PROFILE_ENV = "GRAPHSAFE_SEARCH_PROFILE"
+EXAMPLES_ENV = "GRAPHSAFE_SEARCH_EXAMPLES"
+SECONDS_ENV = "GRAPHSAFE_SEARCH_SECONDS"
+
+
+@dataclasses.dataclass(frozen=True)
+class Budget:
+    """How much one case's search may spend; see the module note."""
+
+    examples: int  # Hypothesis-generated sizes
+    sweep: int  # checks of the ascending sweep over range dimensions
+    seconds: float  # wall time for generation and sweep
+    shrink_checks: int  # checks spent shrinking and minimising a failure
+
+
+# default: a torch-level case checks in 2-10 ms on the CPU backend, so 200 + 600 checks is a few seconds, and
+# the sweep covers a 1..256 dimension plus a few small ones. nightly explores ten times more.
+PROFILES: dict[str, Budget] = {
+    "default": Budget(examples=200, sweep=600, seconds=30.0, shrink_checks=400),
+    "nightly": Budget(examples=2000, sweep=6000, seconds=600.0, shrink_checks=2000),
+    "quick": Budget(examples=30, sweep=100, seconds=5.0, shrink_checks=100),
+}
+
+
+def budget_from_env() -> Budget:
+    """The budget of this run: GRAPHSAFE_SEARCH_PROFILE, then the EXAMPLES / SECONDS overrides."""
+    name = os.environ.get(PROFILE_ENV, "default") or "default"
+    if name not in PROFILES:
+        raise ValueError(f"{PROFILE_ENV}={name!r}: allowed values are {', '.join(PROFILES)}")
+    budget = PROFILES[name]
+    examples = os.environ.get(EXAMPLES_ENV)
+    if examples:
+        if not examples.isdigit() or int(examples) < 1:
+            raise ValueError(f"{EXAMPLES_ENV}={examples!r}: must be a whole number >= 1")
+        budget = dataclasses.replace(budget, examples=int(examples), sweep=3 * int(examples))
+    seconds = os.environ.get(SECONDS_ENV)
+    if seconds:
+        try:
+            value = float(seconds)
+        except ValueError:
+            value = -1.0
+        if not value > 0 or value == float("inf"):
+            raise ValueError(f"{SECONDS_ENV}={seconds!r}: must be a finite number of seconds > 0")
+        budget = dataclasses.replace(budget, seconds=value)
+    return budget
+
+
+def database_dir() -> Path:
+    """Where found failing sizes are kept between runs: $GRAPHSAFE_SEARCH_DB, else .hypothesis/graphsafe in
+    the working directory (Hypothesis's own default folder)."""
+    explicit = os.environ.get(DATABASE_ENV)
+    return Path(explicit) if explicit else Path(".hypothesis") / "graphsafe"
+
+
+# ------------------------------------------------------------------------------------ the declared space
+
+
+def validate_sizes(label: str, sizes: Any, make_inputs: Callable[..., Any]) -> dict[str, Any]:
+    """Check a Case's `sizes` field; returns it as a plain dict. Raises CaseError naming the field."""
+    from hypothesis.strategies import SearchStrategy
+
+    if not isinstance(sizes, Mapping) or not sizes:
+        raise CaseError(
+            label,
+            "sizes",
+            f"must be a non-empty dict of size name -> range or Hypothesis strategy of ints, got {sizes!r}",
+        )
+    checked: dict[str, Any] = {}
+    for name, space in sizes.items():
+        if not isinstance(name, str) or not name.isidentifier():
+            raise CaseError(
+                label, "sizes", f"size names must be identifiers (keyword arguments), got {name!r}"
+            )
+        if isinstance(space, range):
+            if len(space) == 0:
+                raise CaseError(label, "sizes", f"size {name!r} has an empty range {space!r}")
+        elif not isinstance(space, SearchStrategy):
+            raise CaseError(
+                label,
+                "sizes",
+                f"size {name!r} must be a range or a Hypothesis strategy, got {type(space).__name__}",
+            )
+        checked[name] = space
+    try:
+        inspect.signature(make_inputs).bind(0, None, **dict.fromkeys(checked, 1))
+    except TypeError as exc:
+        raise CaseError(
+            label,
+            "make_inputs",
+            f"must accept the declared sizes as keyword arguments: make_inputs(seed, device, "
+            f"{', '.join(f'{n}=...' for n in checked)}): {exc}",
+        ) from exc
+    except ValueError:  # no signature to check (a builtin): the first call says what is wrong
+        pass
+    return checked
+
+
+def strategy(sizes: Mapping[str, Any]) -> Any:
+    """The Hypothesis strategy of one size assignment (a dict)."""
+    from hypothesis import strategies as st
+
+    def one(space: Any) -> Any:
+        if isinstance(space, range):
+            if space.step == 1:
+                return st.integers(space.start, space.stop - 1)
+            return st.sampled_from(space)
+        return space
+
+    return st.fixed_dictionaries({name: one(space) for name, space in sizes.items()})
+
+
+def format_sizes(sizes: Mapping[str, int]) -> str:
+    """`T=33,K=1`, the form `--sizes` takes."""
+    return ",".join(f"{name}={value}" for name, value in sizes.items())
+
+
+def parse_sizes(text: str, declared: Mapping[str, Any] | None = None) -> dict[str, int]:
+    """Parse `T=33,K=1`; with `declared`, every declared size must be given and none other.
+
+    Raises ValueError naming what is wrong (the CLI reports it as a usage error for --sizes).
+    """
+    sizes: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, sep, value = part.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--sizes: {part!r} is not NAME=INT (e.g. T=33,K=1)")
+        try:
+            sizes[name] = int(value)
+        except ValueError:
+            raise ValueError(f"--sizes: {name}={value!r} is not a whole number") from None
+    if declared is not None:
+        missing = [n for n in declared if n not in sizes]
+        unknown = [n for n in sizes if n not in declared]
+        if missing or unknown:
+            raise ValueError(
+                f"--sizes: the case declares {', '.join(declared)}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(unknown)}" if unknown else "")
+            )
+        for name, size in sizes.items():
+            space = declared[name]
+            if isinstance(space, range) and size not in space:
+                raise ValueError(f"--sizes: {name}={size} is outside its declared {space!r}")
+        return {name: sizes[name] for name in declared}
+    return sizes
+
+
+def bind(case: Case, sizes: Mapping[str, int]) -> Case:
+    """The case at fixed sizes: make_inputs with the sizes bound, no size space, the same name and family."""
+    return dataclasses.replace(
+        case, make_inputs=functools.partial(case.make_inputs, **sizes), sizes=None, family=case.family
+    )
+
+
+# ---------------------------------------------------------------------------------------------- search
+
+
+class _Rejected(Exception):
+    """Sizes the case cannot take (hypothesis.assume in make_inputs)."""
+
+
+@dataclasses.dataclass
+class _Search:
+    case: Case
+    run_check: Callable[[Case], Result]
+    budget: Budget
+    started: float = dataclasses.field(default_factory=time.monotonic)
+    results: dict[tuple[tuple[str, int], ...], Result | None] = dataclasses.field(default_factory=dict)
+    checks: int = 0
+    shrink_checks: int = 0
+    failure: dict[str, int] | None = None
+    skipped: int = 0
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() - self.started > self.budget.seconds
+
+    def run(self, sizes: Mapping[str, int], *, shrinking: bool = False) -> Result | None:
+        """The result at these sizes (None: rejected sizes); memoised, so the same sizes are checked once."""
+        from hypothesis.errors import UnsatisfiedAssumption
+
+        key = tuple(sizes.items())
+        if key in self.results:
+            return self.results[key]
+        self.checks += 1
+        if shrinking:
+            self.shrink_checks += 1
+        try:
+            result: Result | None = self.run_check(bind(self.case, sizes))
+        except UnsatisfiedAssumption:
+            result = None
+        except CaseError as exc:
+            raise CaseError(self.case.name, exc.field, f"at sizes {format_sizes(sizes)}: {exc}") from exc
+        self.results[key] = result
+        return result
+
+    def fails(self, sizes: Mapping[str, int], *, shrinking: bool = False) -> bool:
+        result = self.run(sizes, shrinking=shrinking)
+        return result is not None and result.verdict != V.PASS
+
+
+def _key(name: str) -> bytes:
+    return b"graphsafe-sizes:" + name.encode()
+
+
+def _stored_failures(db: Any, name: str, declared: Mapping[str, Any]) -> list[dict[str, int]]:
+    found = []
+    for raw in db.fetch(_key(name)):
+        try:
+            sizes = json.loads(raw.decode())
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            db.delete(_key(name), raw)
+            continue
+        if isinstance(sizes, dict) and list(sizes) == list(declared):
+            found.append({k: int(v) for k, v in sizes.items()})
+        else:  # the case's size space changed since: the example no longer applies
+            db.delete(_key(name), raw)
+    return sorted(found, key=lambda s: tuple(s.values()))
+
+
+def _hypothesis_phase(s: _Search, seed: int, db: Any) -> dict[str, int] | None:
+    from hypothesis import HealthCheck, Phase, find, settings
+    from hypothesis.errors import NoSuchExample
+
+    sizes_space = s.case.sizes
+    assert sizes_space is not None
+
+    def condition(sizes: dict[str, int]) -> bool:
+        key = tuple(sizes.items())
+        if key not in s.results:
+            found_before = s.failure is not None
+            if not found_before and s.out_of_time():
+                s.skipped += 1
+                return False
+            if found_before and s.shrink_checks >= s.budget.shrink_checks:
+                return False
+        result = s.run(sizes, shrinking=s.failure is not None)
+        if result is None:
+            from hypothesis import reject
+
+            reject()
+        failed = result.verdict != V.PASS
+        if failed and s.failure is None:
+            s.failure = dict(sizes)
+        return failed
+
+    config = settings(
+        max_examples=s.budget.examples,
+        database=db,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        # No explain phase: it reruns the failing example with parts varied to annotate a traceback nobody
+        # reads here, and costs more checks than the search and the shrink together.
+        phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    )
+    try:
+        return dict(
+            find(
+                strategy(sizes_space),
+                condition,
+                settings=config,
+                random=random.Random(seed),
+                database_key=_key(s.case.name),
+            )
+        )
+    except NoSuchExample:
+        return None
+
+
+def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
+    from hypothesis import HealthCheck, find, settings
+
+    config = settings(max_examples=10, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    return dict(find(strategy(sizes_space), lambda _: True, settings=config, random=random.Random(seed)))
+
+
+def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
+    assert s.case.sizes is not None
+    columns = [[(name, v) for v in space] for name, space in s.case.sizes.items() if isinstance(space, range)]
+    done = 0
+    for depth in range(max((len(c) for c in columns), default=0)):
+        for column in columns:
+            if depth >= len(column):
+                continue
+            if done >= s.budget.sweep or s.out_of_time():
+                return None
+            name, value = column[depth]
+            point = {**base, name: value}
+            if tuple(point.items()) not in s.results:
+                done += 1
+            if s.fails(point):
+                return point
+    return None
+
+
+def _minimise(s: _Search, failing: dict[str, int]) -> dict[str, int]:
+    """Smallest value of each range dimension (the others fixed) that still fails, until nothing changes."""
+    assert s.case.sizes is not None
+    current = dict(failing)
+    changed = True
+    while changed:
+        changed = False
+        for name, space in s.case.sizes.items():
+            if not isinstance(space, range):
+                continue
+            for value in space:
+                if value >= current[name] or s.shrink_checks >= s.budget.shrink_checks:
+                    break
+                candidate = {**current, name: value}
+                if s.fails(candidate, shrinking=True):
+                    current, changed = candidate, True
+                    break
+    return current
+
+
+def search(
+    case: Case,
+    backend: GraphBackend,
+    run_check: Callable[[Case], Result],
+    *,
+    seed: int = 0,
+    budget: Budget | None = None,
+) -> Result:
+    """Search `case`'s size space; `run_check(bound_case)` is harness.check at fixed sizes."""
+    from hypothesis.database import DirectoryBasedExampleDatabase
+
+    assert case.sizes is not None
+    budget = budget or budget_from_env()
+    db = DirectoryBasedExampleDatabase(str(database_dir()))
+    s = _Search(case, run_check, budget)
+
+    failing: dict[str, int] | None = None
+    phase = ""
+    for stored in _stored_failures(db, case.name, case.sizes):
+        if s.fails(stored):
+            failing, phase = stored, "the example database"
+            break
+        db.delete(_key(case.name), json.dumps(stored).encode())
+    if failing is None:
+        failing = _hypothesis_phase(s, seed, db)
+        phase = "Hypothesis"
+    if failing is None and s.failure is not None:
+        failing = s.failure  # found, but the shrink budget ran out before Hypothesis confirmed a minimum
+    if failing is None and any(isinstance(v, range) for v in case.sizes.values()):
+        failing = _sweep_phase(s, _simplest(case.sizes, seed))
+        phase = "the sweep"
+    if failing is None:
+        return _passed(case, backend, s)
+    first = dict(failing)
+    smallest = _minimise(s, first)
+    db.save(_key(case.name), json.dumps(smallest).encode())
+    result = s.results[tuple(smallest.items())]
+    assert result is not None
+    text = format_sizes(smallest)
+    shrunk = f", shrunk from {format_sizes(first)}" if first != smallest else ""
+    note = (
+        f"smallest failing sizes {text} (found by {phase}{shrunk}; {s.checks} sizes checked); "
+        f"repro: graphsafe repro {case.name} --sizes {text} --seed {seed}"
+    )
+    for row in result.rows:
+        row.detail = f"sizes {text}: {row.detail}" if row.detail else f"sizes {text}"
+    return dataclasses.replace(result, detail=f"{note}; {result.detail}" if result.detail else note)
+
+
+def _passed(case: Case, backend: GraphBackend, s: _Search) -> Result:
+    checked = [(dict(k), r) for k, r in s.results.items() if r is not None]
+    skipped = f", {s.skipped} not checked (time budget {s.budget.seconds:g} s)" if s.skipped else ""
+    dims = ", ".join(
+        f"{n} in {v.start}..{v.stop - 1}" if isinstance(v, range) else n
+        for n, v in (case.sizes or {}).items()
+    )
+    note = f"{len(checked)} sizes checked ({dims}){skipped}: every verdict pass"
+    if not checked:
+        raise CaseError(
+            case.name, "sizes", "every size tried was rejected by make_inputs (hypothesis.assume)"
+        )
+    sizes, result = checked[0]
+    for row in result.rows:
+        row.detail = f"sizes {format_sizes(sizes)}; {note}"
+    return dataclasses.replace(result, detail=note)

@@ -1,0 +1,174 @@
+"""Shape search (harness/search.py): the controls are found and shrunk to their smallest failing sizes, the
+twins pass, found sizes are remembered, and a malformed size space is a CaseError naming the field.
+
+Method: cases/shape_search_controls.py holds two ops that are wrong only at a shape edge (the last row left
+unwritten when T % 64 == 33; an expert's row left unwritten when it receives no token) and their fixed twins.
+`check` on the CPU backend must give the controls their failure verdict at exactly the smallest failing sizes
+(T=33, H=1 and T=1, E=2, H=1) with a one-line repro, and the twins `pass` over the whole sweep.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from hypothesis import assume
+from hypothesis import strategies as st
+
+import cases.shape_search_controls  # noqa: F401  (registers the controls)
+from harness import Case, CaseError, check
+from harness import search as S
+from harness.backends import get_backend
+
+CPU = get_backend("cpu")
+
+
+@pytest.fixture(autouse=True)
+def _private_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    db = tmp_path / "search-db"
+    monkeypatch.setenv(S.DATABASE_ENV, str(db))
+    for name in (S.PROFILE_ENV, S.EXAMPLES_ENV, S.SECONDS_ENV):
+        monkeypatch.delenv(name, raising=False)
+    return db
+
+
+def _case(name: str) -> Case:
+    from harness import REGISTRY
+
+    return REGISTRY.get(name)
+
+
+def test_block_tail_control_is_found_and_shrunk_to_t33() -> None:
+    result = check(_case("shape_search.block_tail.buggy"), CPU)
+    assert result.verdict == "uninitialized" and result.ok
+    assert "smallest failing sizes T=33,H=1 " in result.detail
+    assert "graphsafe repro shape_search.block_tail.buggy --sizes T=33,H=1 --seed 0" in result.detail
+    assert all(r.detail.startswith("sizes T=33,H=1") for r in result.rows)
+
+
+def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts() -> None:
+    result = check(_case("shape_search.empty_expert.buggy"), CPU)
+    assert result.verdict == "uninitialized" and result.ok
+    assert "smallest failing sizes T=1,E=2,H=1 " in result.detail
+
+
+@pytest.mark.parametrize("name", ["shape_search.block_tail.fixed", "shape_search.empty_expert.fixed"])
+def test_fixed_twins_pass_over_every_t(name: str) -> None:
+    """The sweep alone covers every T of the block control (256 + 64 values round-robin)."""
+    budget = S.Budget(examples=40, sweep=330, seconds=600, shrink_checks=50)
+    case = _case(name)
+    result = S.search(case, CPU, lambda bound: check(bound, CPU), budget=budget)
+    assert result.verdict == "pass", result.detail
+    assert "every verdict pass" in result.detail
+
+
+def test_found_sizes_are_tried_first_next_run(_private_database: Path) -> None:
+    case = _case("shape_search.block_tail.buggy")
+    first = check(case, CPU)
+    assert "T=33,H=1" in first.detail and _private_database.is_dir()
+    again = check(case, CPU)
+    assert "found by the example database" in again.detail and "T=33,H=1" in again.detail
+
+    def checked(detail: str) -> int:
+        return int(re.search(r"; (\d+) sizes checked", detail).group(1))  # type: ignore[union-attr]
+
+    # The stored sizes fail at once; what is left is confirming that no smaller T fails (T=1..32).
+    assert checked(again.detail) <= 33 < checked(first.detail)
+
+
+def test_check_at_fixed_sizes_and_bad_sizes() -> None:
+    case = _case("shape_search.block_tail.buggy")
+    assert check(case, CPU, sizes={"T": 33, "H": 1}).verdict == "uninitialized"
+    assert check(case, CPU, sizes={"T": 32, "H": 1}).verdict == "pass"
+    with pytest.raises(ValueError, match="T=0 is outside"):
+        check(case, CPU, sizes={"T": 0, "H": 1})
+    with pytest.raises(ValueError, match="missing H"):
+        check(case, CPU, sizes={"T": 3})
+
+
+def test_parse_and_format_sizes() -> None:
+    assert S.parse_sizes("T=33, K=1") == {"T": 33, "K": 1}
+    assert S.format_sizes({"T": 33, "K": 1}) == "T=33,K=1"
+    for bad, why in (("T33", "NAME=INT"), ("T=x", "whole number"), ("3=1", "NAME=INT")):
+        with pytest.raises(ValueError, match=why):
+            S.parse_sizes(bad)
+
+
+def _make(seed: int, device: torch.device, *, T: int) -> dict[str, torch.Tensor]:
+    return {"x": torch.randn(T, generator=torch.Generator().manual_seed(seed)).to(device)}
+
+
+@pytest.mark.parametrize(
+    ("sizes", "field", "message"),
+    [
+        ({}, "sizes", "non-empty dict"),
+        ([("T", range(3))], "sizes", "non-empty dict"),
+        ({"T": [1, 2]}, "sizes", "range or a Hypothesis strategy"),
+        ({"T": range(0)}, "sizes", "empty range"),
+        ({"T": range(1, 4), "not a name": range(2)}, "sizes", "identifiers"),
+        ({"K": range(1, 4)}, "make_inputs", "keyword arguments"),
+    ],
+)
+def test_malformed_size_space_names_the_field(sizes: object, field: str, message: str) -> None:
+    with pytest.raises(CaseError, match=message) as info:
+        Case("bad_sizes", _make, lambda x: x * 2, sizes=sizes)  # type: ignore[arg-type]
+    assert info.value.field == field
+
+
+def test_sized_case_inputs_need_bound_sizes() -> None:
+    case = Case("sized", _make, lambda x: x * 2, sizes={"T": range(1, 4)})
+    with pytest.raises(CaseError, match="declared sizes") as info:
+        case.inputs(0, torch.device("cpu"))
+    assert info.value.field == "sizes"
+    assert S.bind(case, {"T": 3}).inputs(0, torch.device("cpu"))["x"].shape == (3,)
+
+
+def _topk_inputs(seed: int, device: torch.device, *, K: int, E: int) -> dict[str, torch.Tensor]:
+    assume(K <= E)
+    return {"logits": torch.randn(4, E, generator=torch.Generator().manual_seed(seed)).to(device)}
+
+
+def _topk_weights(logits: torch.Tensor, *, buggy: bool) -> torch.Tensor:
+    values = torch.topk(logits, k=min(2, logits.shape[1]), dim=1).values
+    k = values.shape[1]
+    out = torch.empty(logits.shape[0], 8) if buggy and k == 2 else torch.zeros(logits.shape[0], 8)
+    out[:, :k] = values
+    if not (buggy and k == 2):
+        out[:, k:] = 0
+    return out
+
+
+def _topk_reference(logits: torch.Tensor) -> torch.Tensor:
+    return _topk_weights(logits, buggy=False)
+
+
+def test_strategy_dimensions_and_rejected_sizes() -> None:
+    """A Hypothesis-strategy dimension (no sweep) with assume(K <= E): found, shrunk by Hypothesis."""
+    case = Case(
+        "search_strategy_dims",
+        _topk_inputs,
+        lambda logits: _topk_weights(logits, buggy=True),
+        reference=_topk_reference,
+        expect="uninitialized",
+        sizes={"K": st.integers(1, 4), "E": st.integers(1, 12)},
+    )
+    result = check(case, CPU)
+    assert result.verdict == "uninitialized", result.detail
+    assert "smallest failing sizes K=1,E=2 " in result.detail
+
+
+def test_budget_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert S.budget_from_env() == S.PROFILES["default"]
+    monkeypatch.setenv(S.PROFILE_ENV, "nightly")
+    assert S.budget_from_env().examples == S.PROFILES["nightly"].examples
+    monkeypatch.setenv(S.EXAMPLES_ENV, "7")
+    monkeypatch.setenv(S.SECONDS_ENV, "2.5")
+    assert dataclasses.astuple(S.budget_from_env())[:3] == (7, 21, 2.5)
+    for env, value in ((S.PROFILE_ENV, "weekly"), (S.EXAMPLES_ENV, "0"), (S.SECONDS_ENV, "nan")):
+        monkeypatch.setenv(env, value)
+        with pytest.raises(ValueError, match=env):
+            S.budget_from_env()
+        monkeypatch.delenv(env)
