@@ -62,8 +62,8 @@ def _gpu_overlapped(
     forced: bool,
 ) -> torch.Tensor:
     """overlap on, on a GPU, all on the caller's stream: copies in + notify, the GPU part, wait + copy back,
-    combine (module note on the hybrid layer). Under capture the GPU part's kernel nodes lie between the
-    notify and wait nodes, as the CPU backend records its split ops.
+    combine (kernels/cpu_moe/executor.py, note on the hybrid layer). Under capture the GPU part's kernel nodes
+    lie between the notify and wait nodes, as the CPU backend records its split ops.
 
     NOTE on a GPU part that raises: the notify is already enqueued, so the CPU answers with done := 1.
     Without its wait nobody consumes that token: the next step's wait would pass at once on it and copy back

@@ -348,55 +348,6 @@ py::tuple alloc_mapped(size_t bytes) {
   return py::make_tuple(reinterpret_cast<uintptr_t>(host), reinterpret_cast<uintptr_t>(dev));
 }
 
-const char* node_kind_name(hipGraphNodeType type) {
-  if (type == hipGraphNodeTypeKernel) return "kernel";
-  if (type == hipGraphNodeTypeMemcpy) return "memcpy";
-  if (type == hipGraphNodeTypeMemset) return "memset";
-  if (type == hipGraphNodeTypeHost) return "host";
-  if (type == hipGraphNodeTypeEmpty) return "empty";
-  if (type == hipGraphNodeTypeWaitEvent) return "event_wait";
-  if (type == hipGraphNodeTypeEventRecord) return "event_record";
-  if (type == GS_GRAPH_NODE_TYPE_BATCH_MEMOP) return "batch_mem_op";
-  return nullptr;
-}
-
-// NOTE on CUDA: the runtime's cudaGraphNodeGetType fails (cudaErrorUnknown) on a batch-memop node, measured on
-// an H200 with CUDA 13 (kernels/platform/graph_platform.hip): cudaGraphNodeType has no enumerator for the driver's
-// CU_GRAPH_NODE_TYPE_BATCH_MEM_OP (12). The driver's cuGraphNodeGetType knows every kind and numbers the
-// shared ones as the runtime does; resolved through the driver entry point like the memops (no -lcuda).
-#if defined(GS_BACKEND_CUDA)
-typedef CUresult (*gs_node_get_type_fn)(CUgraphNode, CUgraphNodeType*);
-
-hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) {
-  static const gs_node_get_type_fn fn = gs_driver_fn<gs_node_get_type_fn>("cuGraphNodeGetType");
-  if (fn == nullptr) return hipGraphNodeGetType(node, type);  // no driver entry point: the runtime's answer
-  CUgraphNodeType cu_type = CU_GRAPH_NODE_TYPE_EMPTY;
-  const CUresult r = fn(reinterpret_cast<CUgraphNode>(node), &cu_type);
-  if (r != CUDA_SUCCESS) return gs_cu_result_to_hip(r);
-  *type = static_cast<hipGraphNodeType>(static_cast<int>(cu_type));
-  return hipSuccess;
-}
-#else
-hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) { return hipGraphNodeGetType(node, type); }
-#endif
-
-std::map<std::string, int> graph_node_kinds(uintptr_t graph_handle) {
-  hipGraph_t graph = reinterpret_cast<hipGraph_t>(graph_handle);
-  if (!graph) throw std::invalid_argument("graph_node_kinds: graph handle is null");
-  size_t count = 0;
-  check(hipGraphGetNodes(graph, nullptr, &count), "hipGraphGetNodes(count)");
-  std::vector<hipGraphNode_t> nodes(count);
-  if (count) check(hipGraphGetNodes(graph, nodes.data(), &count), "hipGraphGetNodes");
-  std::map<std::string, int> kinds;
-  for (size_t i = 0; i < count; ++i) {
-    hipGraphNodeType type;
-    check(node_get_type(nodes[i], &type), "graph node type (cuGraphNodeGetType / hipGraphNodeGetType)");
-    const char* name = node_kind_name(type);
-    kinds[name ? std::string(name) : "type_" + std::to_string(static_cast<int>(type))] += 1;
-  }
-  return kinds;
-}
-
 }  // namespace
 
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
@@ -426,7 +377,6 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     py::gil_scoped_release nogil;  // the hostfn mode's callback may need the GIL-free executor meanwhile
     check(hipStreamSynchronize(as_stream(stream)), "hipStreamSynchronize");
   });
-  m.def("graph_node_kinds", &graph_node_kinds, py::arg("graph"));
   m.def(
       "mark_done",
       [](uintptr_t stream, uintptr_t word) {

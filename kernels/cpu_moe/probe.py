@@ -19,6 +19,7 @@ import torch
 
 import harness
 from harness.backends import get_backend
+from harness.native import graph_node_kinds
 from kernels.cpu_moe.cpu_handshake import emulated_handshake
 from kernels.cpu_moe.executor import ExecutorCore, Slot
 from kernels.cpu_moe.gpu_handshake import enqueue, enqueue_notify, enqueue_wait, handshake_flags
@@ -256,7 +257,7 @@ class _GpuProbe:
         torch.cuda.current_stream().wait_stream(capture_stream)
         if failure is not None:
             raise failure
-        self.kinds = dict(self.ex.handshake_lib.graph_node_kinds(self.graph.raw_cuda_graph()))
+        self.kinds = graph_node_kinds(self.graph.raw_cuda_graph())
         self.graph.instantiate()
 
     def node_kinds(self) -> dict[str, int] | None:

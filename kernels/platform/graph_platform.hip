@@ -1,11 +1,10 @@
-// graph_platform.hip -- native helpers for the platform conformance cases (cases/platform/) and for the gpu
-// backend's graph inspection. Built as a pybind11 module by kernels/common/native.py; wrapped as torch custom ops in
-// ops.py. No torch headers: pointers, sizes and streams travel as integers.
+// graph_platform.hip -- native helpers for the platform conformance cases (cases/platform/). Built as a pybind11
+// module by kernels/common/native.py; wrapped as torch custom ops in ops.py. No torch headers: pointers, sizes
+// and streams travel as integers. A captured graph's node kinds come from the harness
+// (harness.native.graph_node_kinds), which shows whether a stream memop became a BATCH_MEM_OP node or ran
+// during capture (ROCm before rocm-systems#8911 executes them at capture and records nothing).
 //
 // What is here and why:
-//   * node_kinds(graph): counts a captured graph's node types (hipGraphGetNodes + hipGraphNodeGetType), so
-//     a check can see whether a stream memop became a BATCH_MEM_OP node or ran during capture (ROCm
-//     before rocm-systems#8911 executes them at capture and records nothing).
 //   * Slots: executor-owned state one captured graph keeps for its life (pinned mapped host buffers, a device
 //     flag, a host-function call counter), as FreeToken issue #350's fix keeps "signals and immutable
 //     per-slot parameter storage executor-owned". Slots are never freed: a graph may replay them until the process ends.
@@ -18,7 +17,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,84 +38,7 @@ T* as_ptr(uintptr_t p) {
   return reinterpret_cast<T*>(p);
 }
 
-// ------------------------------------------------------------------------------------------ node kinds
-const char* node_kind_name(hipGraphNodeType type) {
-  if (type == hipGraphNodeTypeKernel) return "kernel";
-  if (type == hipGraphNodeTypeMemcpy) return "memcpy";
-  if (type == hipGraphNodeTypeMemset) return "memset";
-  if (type == hipGraphNodeTypeHost) return "host";
-  if (type == hipGraphNodeTypeGraph) return "graph";
-  if (type == hipGraphNodeTypeEmpty) return "empty";
-  if (type == hipGraphNodeTypeWaitEvent) return "event_wait";
-  if (type == hipGraphNodeTypeEventRecord) return "event_record";
-  if (type == GS_GRAPH_NODE_TYPE_BATCH_MEMOP) return "batch_mem_op";
-  // Values shared by CUDA (driver_types.h) and HIP (hip_runtime_api.h): 8/9 external semaphores,
-  // 10/11 memory alloc/free nodes. Spelled numerically because hip_compat.h maps only what kernels use.
-  switch (static_cast<int>(type)) {
-    case 8: return "ext_semaphore_signal";
-    case 9: return "ext_semaphore_wait";
-    case 10: return "mem_alloc";
-    case 11: return "mem_free";
-#if defined(GS_BACKEND_CUDA)
-    case 13: return "conditional";  // cudaGraphNodeTypeConditional (CUDA 12.3+)
-#else
-    case 12: return "memcpy_from_symbol";
-    case 13: return "memcpy_to_symbol";
-#endif
-    default: return nullptr;
-  }
-}
-
-// NOTE on CUDA: the runtime's cudaGraphNodeGetType fails with cudaErrorUnknown on a batch-memop node (measured
-// on an H200, CUDA 13 driver 580, in memop_capture_probe): cudaGraphNodeType has no enumerator for the driver's
-// CU_GRAPH_NODE_TYPE_BATCH_MEM_OP (= 12; the runtime enum jumps from 0x0b to 0x0d, driver_types.h), so the
-// runtime cannot translate it. The driver's cuGraphNodeGetType knows every kind; its numbering is the runtime's
-// plus 12, which node_kind_name reads as GS_GRAPH_NODE_TYPE_BATCH_MEMOP. Resolved through the driver entry
-// point like the memops (no -lcuda). CUgraphNode and cudaGraphNode_t are the same handle (CUgraphNode_st*).
-#if defined(GS_BACKEND_CUDA)
-typedef CUresult (*gs_node_get_type_fn)(CUgraphNode, CUgraphNodeType*);
-
-hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) {
-  static gs_node_get_type_fn fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
-    if (cudaGetDriverEntryPointByVersion("cuGraphNodeGetType", &p, 12000, cudaEnableDefault, &status) !=
-            cudaSuccess ||
-        status != cudaDriverEntryPointSuccess) {
-      (void)cudaGetLastError();
-      return static_cast<gs_node_get_type_fn>(nullptr);
-    }
-    return reinterpret_cast<gs_node_get_type_fn>(p);
-  }();
-  if (fn == nullptr) return hipGraphNodeGetType(node, type);  // no driver entry: the runtime's answer
-  CUgraphNodeType cu_type = CU_GRAPH_NODE_TYPE_EMPTY;
-  CUresult r = fn(reinterpret_cast<CUgraphNode>(node), &cu_type);
-  if (r != CUDA_SUCCESS) return gs_cu_result_to_hip(r);
-  *type = static_cast<hipGraphNodeType>(static_cast<int>(cu_type));
-  return hipSuccess;
-}
-#else
-hipError_t node_get_type(hipGraphNode_t node, hipGraphNodeType* type) { return hipGraphNodeGetType(node, type); }
-#endif
-
-// Count query first (nodes == nullptr returns the count), then the nodes: cudaGraphGetNodes / hipGraphGetNodes.
-std::map<std::string, int> node_kinds(uintptr_t graph_handle) {
-  hipGraph_t graph = reinterpret_cast<hipGraph_t>(graph_handle);
-  if (graph == nullptr) throw std::invalid_argument("node_kinds: graph handle is null");
-  size_t count = 0;
-  check(hipGraphGetNodes(graph, nullptr, &count), "hipGraphGetNodes(count)");
-  std::vector<hipGraphNode_t> nodes(count);
-  if (count > 0) check(hipGraphGetNodes(graph, nodes.data(), &count), "hipGraphGetNodes");
-  std::map<std::string, int> kinds;
-  for (size_t i = 0; i < count; ++i) {
-    hipGraphNodeType type;
-    check(node_get_type(nodes[i], &type), "graph node type (cuGraphNodeGetType / hipGraphNodeGetType)");
-    const char* name = node_kind_name(type);
-    kinds[name ? std::string(name) : "type_" + std::to_string(static_cast<int>(type))] += 1;
-  }
-  return kinds;
-}
-
+// ------------------------------------------------------------------------------------------ slots
 // NOTE on allocating during capture: slots and cells are created on first use, which may be inside a capture
 // (one slot per captured graph). In the default "global" capture mode hipMalloc/hipHostMalloc are prohibited
 // as potentially unsafe; torch's own allocator switches the thread to relaxed mode around its cudaMalloc
@@ -407,7 +328,6 @@ void spin_until_flag(uintptr_t flag, double limit_s, uintptr_t timed_out, uintpt
 
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.doc() = "graphsafe platform conformance helpers (graph node kinds, slots, copies, host functions, memops)";
-  m.def("node_kinds", &node_kinds, py::arg("graph"));
   m.def("slot_create", &slot_create, py::arg("n"));
   m.def("slot_host_calls", &slot_host_calls, py::arg("slot"));
   m.def("slot_flag", &slot_flag, py::arg("slot"));

@@ -19,7 +19,8 @@ import types
 
 import torch
 
-from harness.errors import CaptureError
+from harness import CaptureError
+from harness.native import graph_node_kinds
 from kernels.common import native
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
@@ -37,13 +38,6 @@ _KEPT: list[torch.Tensor] = []  # buffers a control deliberately keeps alive (le
 def lib() -> types.ModuleType:
     """Build (cached by content) and import graph_platform.hip for the visible device."""
     return native.load(FAMILY_DIR, "graph_platform", "gpu")
-
-
-def graph_node_kinds(raw_graph: int) -> dict[str, int]:
-    """Counts of node kinds of a cudaGraph_t / hipGraph_t handle (CUDAGraph.raw_cuda_graph() of a graph made with
-    keep_graph=True, before its reset()). On CUDA the types come from the driver's cuGraphNodeGetType: the
-    runtime's cudaGraphNodeGetType fails on batch-memop nodes (graph_platform.hip, node_get_type)."""
-    return dict(lib().node_kinds(int(raw_graph)))
 
 
 def _stream() -> int:
