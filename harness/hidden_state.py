@@ -25,7 +25,9 @@ import torch
 
 # Namespaces of these packages are never snapshotted: their state is not the op's cache, and copying
 # torch's module dicts on every check would cost more than the probe.
-_LIBRARY_PACKAGES = frozenset({"torch", "harness", "builtins", "functools", "numpy", "typing", "math"})
+# The harness by its own top-level name: `harness` in a checkout, `graphsafe` installed.
+_HARNESS_PACKAGE = (__package__ or __name__).partition(".")[0]
+_LIBRARY_PACKAGES = frozenset({"torch", _HARNESS_PACKAGE, "builtins", "functools", "numpy", "typing", "math"})
 # A module-level weight table is read, not written, by a correct op; cloning big ones on every case would
 # cost time for nothing. State that leaks from A is a scale, a table of offsets, a cached noise vector.
 MAX_TENSOR_BYTES = 16 << 20
