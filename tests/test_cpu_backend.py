@@ -129,6 +129,11 @@ SYNCING = {
     "float_of_tensor": lambda: float(_X.max()),
     "equal": lambda: torch.equal(_X, _X),
     "linalg_inv_checks_errors": lambda: torch.linalg.inv(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
+    "tensor_cpu": lambda: _X.cpu() + 1,
+    "tensor_to_cpu_string": lambda: _X.to("cpu") + 1,
+    "torch_tensor_on_the_inputs_device": lambda: _X + torch.tensor([1.0] * 8, device=_X.device),
+    "as_tensor_on_the_inputs_device": lambda: _X + torch.as_tensor([1.0] * 8, device=_X.device),
+    "new_tensor_from_host_data": lambda: _X + _X.new_tensor([1.0] * 8),
     "grouped_mm_fp32": lambda: torch._grouped_mm(
         torch.ones(8, 16), torch.ones(2, 16, 8), offs=torch.tensor([3, 8], dtype=torch.int32)
     ),
@@ -155,6 +160,10 @@ CAPTURE_SAFE = {
         offs=torch.tensor([3, 8], dtype=torch.int32),
     ),
     "scatter_add_sized": lambda: torch.zeros(4).scatter_add(0, _IDS, _X),
+    "tensor_to_the_inputs_device": lambda: _X.to(_IDS.device) + 1,
+    "tensor_to_dtype": lambda: _X.to(torch.float64),
+    "host_constant_without_device": lambda: _X * torch.tensor(2.0),
+    "as_tensor_of_a_tensor": lambda: torch.as_tensor(_X, device=_X.device) + 1,
 }
 
 

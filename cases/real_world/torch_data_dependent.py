@@ -115,3 +115,22 @@ _pair(
     "solver's info tensor on the host to raise",
     "linalg_inv_ex returns the info tensor instead of checking it: kernels only",
 )
+_pair(
+    "torch_host_constant_to_device",
+    lambda expert_ids, scores, counts: scores * torch.tensor([0.5, 2.0] * (SLOTS // 2), device=scores.device),
+    lambda expert_ids, scores, counts: (
+        scores * torch.arange(SLOTS, device=scores.device).remainder(2).mul(1.5).add(0.5)
+    ),
+    "torch.tensor(host list, device=x.device) builds the tensor on the host and copies it to the device "
+    "through pageable memory: torch refuses that under capture ('Cannot copy between CPU and CUDA tensors "
+    "during CUDA graph capture unless the CPU tensor is pinned', aten/src/ATen/native/cuda/Copy.cu)",
+    "the same alternating 0.5/2.0 weights made on the device by arange and elementwise kernels",
+)
+_pair(
+    "torch_cpu_round_trip",
+    lambda expert_ids, scores, counts: (scores.cpu() * 2).to(scores.device),
+    lambda expert_ids, scores, counts: scores * 2,
+    "Tensor.cpu() copies device data to pageable host memory and synchronizes the stream (refused under "
+    "capture, aten/src/ATen/native/cuda/Copy.cu); the copy back is a second one",
+    "the same arithmetic on the device",
+)

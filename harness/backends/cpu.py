@@ -171,7 +171,48 @@ def _one_hot(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-FUNCTION_RULES: dict[Any, SyncRule] = {torch.nn.functional.one_hot: _one_hot}
+# Copies between the host and the op's device. On the CPU backend both are the CPU, so the dispatcher sees at
+# most a CPU copy; the call says what a GPU run would do. A pageable host<->device copy under capture is
+# refused by torch ("Cannot copy between CPU and CUDA tensors during CUDA graph capture unless the CPU tensor
+# is pinned", aten/src/ATen/native/cuda/Copy.cu), and outside capture a blocking copy synchronizes the stream.
+_PAGEABLE_COPY = "a host<->device copy through pageable memory (a stream sync; refused under capture)"
+
+
+def _is_host(device: Any) -> bool:
+    # Only a literal "cpu" names the host for sure: a torch.device argument is usually another tensor's
+    # `.device`, which is the GPU in a GPU run and the CPU here.
+    return isinstance(device, str) and device.split(":")[0] == "cpu"
+
+
+def _to_host(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    target = kwargs.get("device", args[1] if len(args) > 1 else None)
+    return f"Tensor.to({target!r}) is {_PAGEABLE_COPY}" if _is_host(target) else None
+
+
+def _host_data_to_device(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    device, data = kwargs.get("device"), args[0] if args else kwargs.get("data")
+    if device is None or _is_host(device) or isinstance(data, torch.Tensor):
+        return None
+    return f"a tensor built from host data on device={device!r} is {_PAGEABLE_COPY}"
+
+
+def _new_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    data = args[1] if len(args) > 1 else kwargs.get("data")
+    if isinstance(data, torch.Tensor) or _is_host(kwargs.get("device")):
+        return None
+    return f"Tensor.new_tensor(host data) on the tensor's device is {_PAGEABLE_COPY}"
+
+
+# Functions whose CPU kernel reads its input on the host to validate it where the CUDA kernel does not.
+_HOST_CHECKS_WAIVED = frozenset({torch.nn.functional.one_hot})
+FUNCTION_RULES: dict[Any, SyncRule] = {
+    torch.nn.functional.one_hot: _one_hot,
+    torch.Tensor.cpu: _always(f"Tensor.cpu() is {_PAGEABLE_COPY}"),
+    torch.Tensor.to: _to_host,
+    torch.tensor: _host_data_to_device,
+    torch.as_tensor: _host_data_to_device,
+    torch.Tensor.new_tensor: _new_tensor,
+}
 
 _SCALAR_READS = frozenset({aten._local_scalar_dense.default, aten.item.default})
 # How a verdict that covers less than the op did says so (Row.limits, results.csv, the summary and the HTML).
@@ -257,6 +298,7 @@ class _Recorder(TorchDispatchMode):
         self.nodes: list[_Node] = []
         self.opaque_depth = 0  # > 0 while an opaque node's body runs: check its ops, record none of them
         self.waived: list[str] = []  # host reads the CUDA kernel of the enclosing function does not make
+        self.host_function_depth = 0  # > 0 inside a host-function op: host code by design, no rules apply
         self.compiled_graphs = 0
         self.limits: list[str] = []
 
@@ -285,8 +327,16 @@ class _Recorder(TorchDispatchMode):
         reason = _host_sync_reason(func, args, kwargs)
         if reason is not None and not (self.waived and func in _SCALAR_READS):
             raise CaptureSyncError(f"{func}: {reason}")
-        inside_checked = _is_custom_op(func) and func._schema.name not in _HOST_FUNCTION_OPS
-        result = self._custom_op(func, args, kwargs) if inside_checked else func(*args, **kwargs)
+        if _is_custom_op(func) and func._schema.name in _HOST_FUNCTION_OPS:
+            self.host_function_depth += 1
+            try:
+                result = func(*args, **kwargs)
+            finally:
+                self.host_function_depth -= 1
+        elif _is_custom_op(func):
+            result = self._custom_op(func, args, kwargs)
+        else:
+            result = func(*args, **kwargs)
         if self.opaque_depth == 0:
             self.nodes.append(
                 _Node(func, tuple(args), dict(kwargs), _fresh_tensors(result, _fresh_output_positions(func)))
@@ -336,11 +386,13 @@ class _FunctionRules(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         rule = FUNCTION_RULES.get(func)
-        if rule is None:
+        if rule is None or self.recorder.host_function_depth:
             return func(*args, **kwargs)
         reason = rule(args, kwargs)
         if reason is not None:
             raise CaptureSyncError(f"{getattr(func, '__name__', func)}: {reason}")
+        if func not in _HOST_CHECKS_WAIVED:
+            return func(*args, **kwargs)
         self.recorder.waived.append(getattr(func, "__name__", str(func)))
         try:
             return func(*args, **kwargs)
