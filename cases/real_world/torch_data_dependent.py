@@ -134,3 +134,17 @@ _pair(
     "capture, aten/src/ATen/native/cuda/Copy.cu); the copy back is a second one",
     "the same arithmetic on the device",
 )
+_pair(
+    "torch_isin",
+    lambda expert_ids, scores, counts: torch.isin(
+        expert_ids, torch.arange(0, 40, 2, device=expert_ids.device)
+    ),
+    lambda expert_ids, scores, counts: (
+        torch.zeros(40, dtype=torch.bool, device=expert_ids.device)
+        .index_fill_(0, torch.arange(0, 40, 2, device=expert_ids.device), True)
+        .index_select(0, expert_ids)
+    ),
+    "aten/src/ATen/native/TensorCompare.cpp isin_Tensor_Tensor_out: with 20 test elements for 64 elements "
+    "(>= int(10 * 64 ** 0.145) = 18) it takes isin_sorting, which calls at::_unique (a host-read size)",
+    "the same membership through a boolean lookup table (index_fill_ + index_select): kernels only",
+)

@@ -96,6 +96,19 @@ def _grouped_mm(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def _isin(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
+    # aten/src/ATen/native/TensorCompare.cpp, isin_Tensor_Tensor_out: numpy's heuristic picks the brute-force
+    # kernel while test_elements.numel() < int(10 * elements.numel() ** 0.145); otherwise isin_sorting, which
+    # without assume_unique calls at::_unique on both inputs (a host-read output size, see unique).
+    elements, test = args[0], args[1]
+    assume_unique = _argument(args, kwargs, 2, "assume_unique", False)
+    if elements.numel() == 0 or assume_unique:
+        return None
+    if test.numel() < int(10.0 * float(elements.numel()) ** 0.145):
+        return None
+    return "isin with many test elements takes isin_sorting, which calls unique (a host-read output size)"
+
+
 def _boolean_index(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     # aten/src/ATen/native/IndexingUtils.h, expandTensors: a bool/uint8 index becomes `index.nonzero()`
     # (a data-dependent shape, see nonzero) before index/index_put run; integer indices launch kernels only.
@@ -141,6 +154,8 @@ SYNC_RULES: dict[Any, SyncRule] = {
     aten.unique_consecutive.default: _always(_UNIQUE),
     aten.unique_dim_consecutive.default: _always(_UNIQUE),
     aten.bincount.default: _bincount,
+    aten.isin.Tensor_Tensor: _isin,
+    aten.isin.Tensor_Tensor_out: _isin,
     aten.histc.default: _histc,
     aten.histc.out: _histc,
     aten.repeat_interleave.Tensor: _repeat_interleave,
