@@ -1,4 +1,5 @@
-"""`pytest cases/`: one test item per registered case, generated from the registry (CONVENTIONS.md #2).
+"""`pytest cases/`: one test item per registered case, generated from the registry, so a
+failing case shows up under its own name.
 
 Each item runs the same protocol as `python -m harness verify` and asserts the case's verdict equals its
 expectation; `-n auto` spreads them over workers. Cases that expect `crash` or `timeout` kill or stall the
