@@ -61,6 +61,17 @@ class Case:
     requires: what the case needs from the machine, e.g. ("gpu", "sm_90", "fp8", "devices>=2")
         (harness.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
         with the reason.
+    Engine-style extensions (harness/engine.py runs the last three; README "Engine-style cases"):
+    prepare(inputs) -> None: a host-side step run on the inputs before the capture, before every replay (on
+        the graph's static inputs, after B is copied in) and before every eager call (on its copy), as an
+        engine runs FlashInfer's plan() or its attention-metadata preparation before each replay.
+    buckets: capture sizes, (1, 2, 4, 8): one graph per bucket, all in one memory pool; make_inputs takes
+        `rows` (make_inputs(seed, device, *, rows)); each replay copies fewer valid rows into a bucket's
+        buffers (the padding rows of float inputs are poisoned) and compares the valid rows.
+    make_module(device) -> nn.Module: a stateful module (buffers, caches) the op steps: op(module, **inputs).
+        One capture of a step, then `steps` replays in a row against an eager copy of the module, comparing
+        outputs and every buffer after each step.
+    steps: decode steps per replay sequence of a make_module case (0: harness.engine.DEFAULT_STEPS).
     """
 
     name: str
@@ -80,6 +91,10 @@ class Case:
     replay_tolerance: float | None = None
     requires: tuple[str, ...] = ()
     sizes: Mapping[str, Any] | None = dataclasses.field(default=None, hash=False)
+    prepare: Callable[[dict[str, torch.Tensor]], None] | None = None
+    buckets: tuple[int, ...] = ()
+    make_module: Callable[[torch.device], torch.nn.Module] | None = None
+    steps: int = 0
     _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -138,6 +153,7 @@ class Case:
             from harness.search import validate_sizes  # Hypothesis loads only for cases that search
 
             object.__setattr__(self, "sizes", validate_sizes(label, self.sizes, self.make_inputs))
+        _validate_engine_fields(self, label)
         if not isinstance(self.bit_exact, bool):
             raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
         for field in ("static_inputs", "mutates"):
@@ -152,8 +168,9 @@ class Case:
             # Provisional: registration replaces it with the registering module's family.
             object.__setattr__(self, "family", _family_of_function(self.make_inputs))
 
-    def inputs(self, seed: int, device: torch.device) -> dict[str, torch.Tensor]:
-        """Call make_inputs and check that it returned a dict of tensors with declared names."""
+    def inputs(self, seed: int, device: torch.device, **sizes: int) -> dict[str, torch.Tensor]:
+        """Call make_inputs and check that it returned a dict of tensors with declared names (`sizes`: the
+        `rows` of a bucketed case)."""
         if self.sizes is not None:
             raise CaseError(
                 self.name,
@@ -161,7 +178,11 @@ class Case:
                 "make_inputs takes the declared sizes: harness.check searches them, "
                 "harness.search.bind(case, sizes) fixes them",
             )
-        made = self.make_inputs(seed, device)
+        if self.buckets and "rows" not in sizes:
+            raise CaseError(
+                self.name, "buckets", "make_inputs takes rows=: call inputs(seed, device, rows=n)"
+            )
+        made = self.make_inputs(seed, device, **sizes)
         if not isinstance(made, Mapping):
             raise CaseError(
                 self.name, "make_inputs", f"must return dict[str, Tensor], got {type(made).__name__}"
@@ -185,6 +206,47 @@ class Case:
                     self.name, field, f"names {unknown} are not inputs; inputs are {sorted(result)}"
                 )
         return result
+
+
+def _validate_engine_fields(case: Case, label: str) -> None:
+    """prepare / buckets / make_module / steps (the engine-style extensions)."""
+    if case.prepare is not None and not callable(case.prepare):
+        raise CaseError(label, "prepare", f"must be callable or None, got {type(case.prepare).__name__}")
+    buckets = case.buckets
+    if isinstance(buckets, int) or not isinstance(buckets, tuple | list):
+        raise CaseError(
+            label, "buckets", f"must be a tuple of row counts such as (1, 2, 4, 8), got {buckets!r}"
+        )
+    if buckets:
+        ok = all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in buckets)
+        if not ok or len(set(buckets)) != len(buckets):
+            raise CaseError(label, "buckets", f"must be distinct whole numbers >= 1, got {buckets!r}")
+        try:
+            inspect.signature(case.make_inputs).bind(0, None, rows=1)
+        except TypeError:
+            raise CaseError(
+                label,
+                "make_inputs",
+                "must take the keyword `rows` in a bucketed case: make_inputs(seed, device, *, rows)",
+            ) from None
+        except ValueError:  # no signature to check (a builtin): the first call will tell
+            pass
+        if case.sizes is not None or case.make_module is not None:
+            raise CaseError(label, "buckets", "cannot be combined with sizes or make_module")
+        object.__setattr__(case, "buckets", tuple(sorted(buckets)))
+    if case.make_module is not None and not callable(case.make_module):
+        raise CaseError(
+            label, "make_module", f"must be callable or None, got {type(case.make_module).__name__}"
+        )
+    steps = case.steps
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise CaseError(label, "steps", f"must be a whole number >= 0, got {steps!r}")
+    if steps and case.make_module is None:
+        raise CaseError(
+            label, "steps", "applies to a case with make_module (a stateful module stepped in a loop)"
+        )
+    if case.make_module is not None and case.sizes is not None:
+        raise CaseError(label, "make_module", "cannot be combined with sizes")
 
 
 # Root modules of the suites loaded or configured in this process (harness.suites adds them before importing

@@ -104,6 +104,11 @@ def check(
     for index, pattern in enumerate(patterns):
         try:
             with be.poisoned_allocation(pattern):
+                if case.buckets or case.make_module is not None:
+                    from harness import engine  # the engine-style loops (buckets, stateful modules)
+
+                    rows.extend(engine.check_pattern(case, be, pattern, replays, seed))
+                    continue
                 rows.extend(
                     _check_pattern(
                         case, be, pattern, replays, seed, rebuilds, live_graphs, probe_hidden_state=index == 0
@@ -168,6 +173,7 @@ def _check_pattern(
     static = {name: t.clone() for name, t in inputs_a.items()}
 
     # 3. Warm up and capture. Capture executes nothing on GPUs: outputs are graph-owned static buffers.
+    prepare_inputs(case, static)
     start = time.perf_counter()
     try:
         graph = be.capture(lambda: case.op(**static))
@@ -224,7 +230,7 @@ def _replay_and_compare(
 ) -> Row:
     rng = be.rng_state() if rng is None else rng
     try:
-        replay_ms = _replay(be, graph, static, inputs_b, rng)
+        replay_ms = _replay(be, graph, static, inputs_b, rng, case)
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
@@ -240,15 +246,18 @@ def _replay(
     static: dict[str, torch.Tensor],
     inputs_b: dict[str, torch.Tensor],
     rng: tuple[torch.Tensor, ...],
+    case: Case | None = None,
 ) -> float:
-    """Steps 4-5: poison the outputs, copy B into the static inputs in place, replay from the generator
-    state `rng`, synchronize (ms)."""
+    """Steps 4-5: poison the outputs, copy B into the static inputs in place, run the case's `prepare` hook
+    on them, replay from the generator state `rng`, synchronize (ms)."""
     # 4. Poison the outputs: only what this replay writes may survive.
     poison_outputs(graph.outputs)
     # 5. Copy B into the static inputs in place, replay, synchronize.
     with torch.no_grad():
         for name, t in inputs_b.items():
             static[name].copy_(t)
+    if case is not None:
+        prepare_inputs(case, static)
     be.synchronize()
     be.set_rng_state(rng)
     start = time.perf_counter()
@@ -271,8 +280,10 @@ def _fresh_eager(
     state = PythonState(case.op)
     try:
         be.set_rng_state(rng)
+        probe_inputs = _clone_all(inputs_b)
+        prepare_inputs(case, probe_inputs)
         with torch.no_grad():
-            out = [t.clone() for t in flatten_tensors(case.op(**_clone_all(inputs_b)))]
+            out = [t.clone() for t in flatten_tensors(case.op(**probe_inputs))]
         be.synchronize()
     except DEVICE_FAULTS:
         raise
@@ -308,6 +319,7 @@ def _compare_replay(
     be.set_rng_state(rng)
     start = time.perf_counter()
     try:
+        prepare_inputs(case, eager_inputs)
         with torch.no_grad():
             eager_out = list(flatten_tensors(case.op(**eager_inputs)))
         be.synchronize()
@@ -424,8 +436,10 @@ def _eager_only_rows(
     rows = []
     for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
         try:
+            eager_inputs = _clone_all(b)
+            prepare_inputs(case, eager_inputs)
             with torch.no_grad():
-                eager_out = list(flatten_tensors(case.op(**_clone_all(b))))
+                eager_out = list(flatten_tensors(case.op(**eager_inputs)))
             be.synchronize()
         except DEVICE_FAULTS:
             raise
@@ -531,7 +545,7 @@ def _live_graph_rows(
             for g, ((graph, static), b) in enumerate(zip(graphs, b_indices, strict=True)):
                 states.append(be.rng_state())
                 try:
-                    times.append(_replay(be, graph, static, inputs_b[b], states[-1]))
+                    times.append(_replay(be, graph, static, inputs_b[b], states[-1], case))
                 except DEVICE_FAULTS:
                     raise
                 except Exception as exc:
@@ -587,6 +601,13 @@ def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], se
 
 def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:
     return case.op(**inputs)
+
+
+def prepare_inputs(case: Case, inputs: dict[str, torch.Tensor]) -> None:
+    """The case's host-side `prepare` hook on the tensors the next op call (replay or eager) will read."""
+    if case.prepare is not None:
+        with torch.no_grad():
+            case.prepare(inputs)
 
 
 def _row_factory(case: Case, be: GraphBackend, pattern: int, seed_a: int) -> Callable[..., Row]:

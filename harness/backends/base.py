@@ -82,6 +82,11 @@ class GraphBackend(abc.ABC):
         """
         return contextlib.nullcontext()
 
+    def shared_pool(self) -> contextlib.AbstractContextManager[None]:
+        """Scope in which every capture shares one memory pool, as an engine's graphs of several batch sizes
+        do (vLLM captures its sizes largest first into one pool). Backends without pools: nothing to share."""
+        return contextlib.nullcontext()
+
     def synchronize(self) -> None:  # noqa: B027 - CPU work is synchronous
         """Wait for all queued work on the device."""
 

@@ -362,6 +362,7 @@ class GpuBackend(GraphBackend):
         self._eager_pool: Any = None
         self._eager_ctx: Any = None
         self._eager_open: Any = None  # the _LIFE.opened() context counting the eager pool context
+        self._shared: tuple[Any, Any] | None = None  # (pool, pool id) inside shared_pool(), else None
 
     # ------------------------------------------------------------------------------------- poisoning
     @contextlib.contextmanager
@@ -468,8 +469,11 @@ class GpuBackend(GraphBackend):
         torch.cuda.synchronize(self.device)
         self._reclaim()  # graphs released or collected since the last capture, before this one grows memory
 
-        pool = _new_pool()
-        pool_id = pool.id if pool is not None else torch.cuda.graph_pool_handle()
+        if self._shared is not None:
+            pool, pool_id = self._shared
+        else:
+            pool = _new_pool()
+            pool_id = pool.id if pool is not None else torch.cuda.graph_pool_handle()
         graph, inspectable = self._new_graph()
         with self._eager_suspended(), _LIFE.opened():
             result, failure, ended = self._capture_into(graph, pool_id, fn)
@@ -502,6 +506,21 @@ class GpuBackend(GraphBackend):
         if isinstance(failure, FallbackEager | KeyboardInterrupt | SystemExit) or _is_device_fault(failure):
             raise failure
         raise classify_capture_failure(failure) from failure
+
+    @contextlib.contextmanager
+    def shared_pool(self) -> Iterator[None]:
+        """Captures in this scope share one pool (GraphBackend.shared_pool). Each graph still retires the pool
+        when released; _LIFE destroys it once no graph and no scope holds it (its refcount)."""
+        if self._shared is not None:
+            raise RuntimeError("shared_pool scopes of one GpuBackend do not nest")
+        pool = _new_pool()
+        self._shared = (pool, pool.id if pool is not None else torch.cuda.graph_pool_handle())
+        try:
+            yield
+        finally:
+            self._shared = None
+            _LIFE.retire(None, pool)
+            del pool
 
     @staticmethod
     def _new_graph() -> tuple[Any, bool]:
