@@ -61,6 +61,13 @@ class BytePatternMode(TorchDispatchMode):
         super().__init__()
         self.pattern = pattern
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        # Without it torch.compile'd code runs eagerly under this mode (torch/_dynamo/convert_frame.py skips
+        # frames while a mode without the flag is active), and the check would cover code that is not the
+        # compiled code. Buffers inductor allocates in its generated code bypass the dispatcher: unfilled.
+        return True
+
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         result = func(*args, **(kwargs or {}))
         if func in _EMPTY_OPS and isinstance(result, torch.Tensor):

@@ -243,6 +243,25 @@ def test_compiled_graph_runs_under_capture_and_replays_whole() -> None:
 
 
 @pytest.mark.slow
+def test_compiled_graph_runs_under_the_poisoning_scope_too() -> None:
+    """The protocol captures inside poisoned_allocation, whose byte-pattern mode must not send dynamo to eager."""
+
+    @torch.compile(dynamic=False)
+    def scaled(x: torch.Tensor) -> torch.Tensor:
+        return (x * 3).cos().cumsum(0)
+
+    backend = CpuBackend()
+    x = torch.randn(16)
+    with backend.poisoned_allocation(0xFF):
+        graph = backend.capture(lambda: scaled(x))
+        assert graph.node_kinds() == {"inductor compiled graph": 1}
+        x.copy_(torch.randn(16))
+        graph.replay()
+    with torch.no_grad():
+        assert torch.equal(graph.outputs[0], scaled(x))
+
+
+@pytest.mark.slow
 def test_reduce_overhead_on_cpu_is_marked_not_fully_checked() -> None:
     @torch.compile(mode="reduce-overhead", dynamic=False)
     def scan(x: torch.Tensor) -> torch.Tensor:
