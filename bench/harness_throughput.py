@@ -1,10 +1,16 @@
-"""Harness throughput: differential checks per second for a small op, and where one check's time goes.
+"""Harness throughput: differential checks per second for a small op, where one check's time goes, and what a
+comparison costs against the device's own copy bandwidth, all measured in the same run.
 
-Role: how much a check costs. One run measures, on whichever backend is available (`--backend auto`):
+One run measures, on whichever backend is available (`--backend auto`):
   * checks/s: full `harness.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats;
-  * one check split into capture, replay, eager and compare, each the median over `--repeats` runs;
-  * the op's own time (eager, synchronized) for scale.
-Target on the H200: a small-op check (capture, 3 replays, eager, compare) under 5 ms.
+  * one check split into capture, replay, eager and compare, each the median over `--repeats` runs, inside
+    the backend's poisoned-allocation scope as in the protocol (the cpu backend's byte-pattern mode included);
+  * the op's own time (eager, synchronized) for scale;
+  * a 64 MiB float32 comparison (`compare`, the clean path: one host read) against a device copy of the same
+    64 MiB and the op x*2+1 on it: bandwidth = bytes the comparison must read (out and ref, 128 MiB) / time,
+    copy bandwidth = bytes a copy moves (read + write, 128 MiB) / time.
+Targets (issue 17, H200): a full check <= 5 ms (>= 200 checks/s), compare of 4096 floats <= 0.1 ms, the 64 MiB
+compare at >= 0.5 of the copy's bandwidth.
 
     python bench/harness_throughput.py [--backend auto|cpu|gpu] [--repeats 50] [--out bench.csv]
 """
@@ -28,6 +34,7 @@ from harness.backends import get_backend
 from harness.compare import compare
 
 N = 4096
+LARGE_BYTES = 64 << 20
 REPLAYS = 3
 
 
@@ -52,6 +59,19 @@ def _median_ms(fn: Callable[[], object], repeats: int, sync: Callable[[], None])
         sync()
         samples.append((time.perf_counter() - start) * 1e3)
     return statistics.median(samples)
+
+
+def _large(device: torch.device, repeats: int, sync: Callable[[], None]) -> tuple[float, float, float]:
+    """64 MiB float32: (copy, op, clean compare) in ms, on the same data in the same scope."""
+    big = torch.randn(LARGE_BYTES // 4, generator=torch.Generator().manual_seed(2)).to(device)
+    big_ref = big * (1 + 1e-7)  # agrees within the float32 threshold: the clean path
+    assert compare(big, big_ref, 1e-5).ok
+    dst = torch.empty_like(big)
+    return (
+        _median_ms(lambda: dst.copy_(big), repeats, sync),
+        _median_ms(lambda: _op(big), repeats, sync),
+        _median_ms(lambda: compare(big, big_ref, 1e-5), repeats, sync),
+    )
 
 
 def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
@@ -81,6 +101,8 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
         ref = _op(b)
         compare_ms = _median_ms(lambda: compare(graph.outputs[0], ref, 1e-5), repeats, sync)
         graph.release()
+
+        copy_ms, large_op_ms, large_compare_ms = _large(be.device, max(3, repeats // 5), sync)
     check(CASE, be)  # warm caches (kernel builds, allocator) before timing whole checks
     start = time.perf_counter()
     count = 0
@@ -90,18 +112,27 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
         count += 1
     check_ms = (time.perf_counter() - start) * 1e3 / count
     one_pattern = capture_ms + REPLAYS * (replay_ms + eager_ms + compare_ms)
+    gbps = 2 * LARGE_BYTES / 1e6  # 128 MiB moved, in MB; / ms = GB/s
+    compare_bw, copy_bw = gbps / large_compare_ms, gbps / copy_ms
     rows += [
         ("op (eager, synchronized)", op_ms, "ms"),
         ("capture (warm-up + capture)", capture_ms, "ms"),
         ("replay (copy B + replay)", replay_ms, "ms"),
         ("eager (clone + op)", eager_ms, "ms"),
-        ("compare", compare_ms, "ms"),
+        (f"compare, {N} float32", compare_ms, "ms"),
         (f"one pattern: capture + {REPLAYS} x (replay + eager + compare)", one_pattern, "ms"),
         ("harness.check (2 patterns, full protocol)", check_ms, "ms"),
         ("checks per second", 1e3 / check_ms, "1/s"),
         ("check / op time", check_ms / op_ms if op_ms > 0 else float("inf"), "x"),
+        ("64 MiB: device copy", copy_ms, "ms"),
+        ("64 MiB: op x*2+1", large_op_ms, "ms"),
+        ("64 MiB: compare (clean)", large_compare_ms, "ms"),
+        ("64 MiB: copy bandwidth (read + write)", copy_bw, "GB/s"),
+        ("64 MiB: compare bandwidth (out + ref read)", compare_bw, "GB/s"),
+        ("64 MiB: compare bandwidth / copy bandwidth", compare_bw / copy_bw, "x"),
+        ("64 MiB: compare time / op time", large_compare_ms / large_op_ms, "x"),
     ]
-    print(f"backend: {be.describe()}")
+    print(f"backend: {be.describe()}; torch threads: {torch.get_num_threads()}")
     return rows
 
 
