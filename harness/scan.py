@@ -137,7 +137,7 @@ def _max_abs_of(extremes: torch.Tensor) -> torch.Tensor:
 
 def _max_abs(flat: torch.Tensor, dtype: torch.dtype) -> float:
     parts = [_extremes(flat[a:b].to(dtype)) for a, b in _chunks(flat.numel(), flat.device)]
-    return float(_max_abs_of(torch.stack(parts)).amax())
+    return abs(float(_max_abs_of(torch.stack(parts)).amax()))
 
 
 def _clean_within_threshold(
@@ -151,7 +151,8 @@ def _clean_within_threshold(
         partial.append(torch.stack([_extremes(torch.sub(o[a:b].to(dtype), rc)), _extremes(rc)]))
     # One row per chunk of [[min diff, max diff], [min ref, max ref]] -> [max|diff|, max|ref|].
     stats = _max_abs_of(torch.stack(partial)).amax(dim=0)
-    max_diff, max_ref = stats.tolist()  # the one host synchronization of a clean comparison
+    # abs(): max(-min, max) of an all-zero chunk is -0.0, which would print as an error of "-0".
+    max_diff, max_ref = (abs(v) for v in stats.tolist())  # the one host read of a clean comparison
     if not (math.isfinite(max_diff) and math.isfinite(max_ref)):
         return None
     bound = threshold * (max_ref + DENOMINATOR_EPS)
