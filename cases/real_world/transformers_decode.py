@@ -1,8 +1,8 @@
 """A decoder decoding one token with a static KV cache, as generate() and speculative decoding drive it.
 
 A tiny Llama (2 layers, hidden 64) built from LlamaConfig with seeded random weights, a StaticCache prefilled
-with an 8-token prompt, then the step under test: the forward of one new token at cache_position 8, followed
-by `cache.crop(-1)`, the rewind speculative decoding applies to a rejected token. The rewind keeps the cache
+with an 8-token prompt, then the step under test: the forward of one new token at position 8, followed by
+`cache.crop(-1)`, the rewind speculative decoding applies to a rejected token. The rewind keeps the cache
 in the same state before every call, so A, each B and eager B decode from the same prefix.
 """
 
@@ -43,12 +43,7 @@ def _decoder(attention: str, device: torch.device) -> tuple[torch.nn.Module, obj
     cache = StaticCache(config=config, max_cache_len=MAX_CACHE)
     prompt = torch.randint(0, VOCAB, (1, PROMPT), generator=g).to(device)
     with torch.no_grad():
-        model(
-            input_ids=prompt,
-            past_key_values=cache,
-            cache_position=torch.arange(PROMPT, device=device),
-            use_cache=True,
-        )
+        model(input_ids=prompt, cache=cache, use_cache=True)
     return model, cache
 
 
@@ -56,19 +51,21 @@ def _next_token(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return {
         "input_ids": torch.randint(0, VOCAB, (1, 1), generator=g).to(device),
-        "cache_position": torch.tensor([PROMPT]).to(device),
+        "position_ids": torch.tensor([[PROMPT]]).to(device),
     }
 
 
-def decode_step(attention: str, input_ids: torch.Tensor, cache_position: torch.Tensor) -> torch.Tensor:
+def decode_step(attention: str, input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
     model, cache = _decoder(attention, input_ids.device)
-    logits = model(
-        input_ids=input_ids,
-        past_key_values=cache,
-        cache_position=cache_position,
-        position_ids=cache_position.unsqueeze(0),
-        use_cache=True,
-    ).logits
+    logits = model(input_ids=input_ids, cache=cache, position_ids=position_ids, use_cache=True).logits
+    cache.crop(-1)  # type: ignore[attr-defined]
+    return logits
+
+
+def decode_step_implicit_positions(input_ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    """The same step without position_ids: LlamaModel.forward derives them from cache.get_seq_length()."""
+    model, cache = _decoder("sdpa", input_ids.device)
+    logits = model(input_ids=input_ids, cache=cache, use_cache=True).logits
     cache.crop(-1)  # type: ignore[attr-defined]
     return logits
 
@@ -76,9 +73,9 @@ def decode_step(attention: str, input_ids: torch.Tensor, cache_position: torch.T
 _NOTE = (
     "expected pass: transformers/cache_utils.py StaticLayer.update writes the new key/value with "
     "keys.index_copy_(2, arange(kv_length) + cumulative_length, ...) and advances the device tensor "
-    "cumulative_length in place (add_); StaticLayer.crop rewinds it with sub_; the mask comes from "
-    "cache_position and the fixed max_cache_len: fixed shapes, device-side state, no host read. The static "
-    "cache was built for torch.compile with CUDA graphs (its tensors are mark_static_address'ed)"
+    "cumulative_length in place (add_); StaticLayer.crop rewinds it with sub_; the causal mask comes from "
+    "position_ids and the fixed max_cache_len (masking_utils.create_causal_mask): fixed shapes, device-side "
+    "state, no host read. The static cache was built for torch.compile with CUDA graphs"
 )
 if transformers is not None:
     for attention in ("sdpa", "eager"):
@@ -87,7 +84,18 @@ if transformers is not None:
                 name=f"transformers_llama_decode_static_cache_{attention}",
                 make_inputs=_next_token,
                 op=functools.partial(decode_step, attention),
-                static_inputs=("cache_position",),
+                static_inputs=("position_ids",),
                 note=f"{_NOTE}; attention implementation {attention!r}",
             )
         )
+    register(
+        Case(
+            name="transformers_llama_decode_static_cache_implicit_positions",
+            make_inputs=_next_token,
+            op=decode_step_implicit_positions,
+            static_inputs=("position_ids",),
+            note=f"{_NOTE}; without position_ids, models/llama/modeling_llama.py LlamaModel.forward adds "
+            "cache.get_seq_length() to an arange, and StaticLayer.get_seq_length returns the device tensor "
+            "cumulative_length (no int()): still no host read",
+        )
+    )
