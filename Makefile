@@ -23,7 +23,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 PYTEST_WORKERS ?= auto
 ARGS ?=
 
-.PHONY: setup verify test lint typecheck bench nightly repro clean compile-hip
+.PHONY: setup verify test lint typecheck bench nightly repro clean compile-hip mutants
 
 setup: $(SETUP_STAMP)
 
@@ -66,6 +66,12 @@ nightly: setup
 	HYPOTHESIS_PROFILE=nightly $(PYTHON) -m harness verify --replays 8 --rebuilds 20 --live-graphs 32 \
 	  --report-dir $(NIGHTLY_DIR) $(ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
 	$(PYTHON) -m harness report nightly $(NIGHTLY_DIR)
+	$(PYTHON) tests/mutants.py --report $(NIGHTLY_DIR)/mutants.md
+
+# One named mutant per detector and verdict rule, each to be killed by its tests and by the built-in controls
+# (tests/mutants.py says why a script and not a mutation-testing library). About 10 minutes on CPU.
+mutants: setup
+	$(PYTHON) tests/mutants.py $(ARGS)
 
 # `harness repro` takes a counterexample module (cases/counterexamples/<CASE>.py, e.g. issue350: the public
 # report's tables) or a registered case name (rerun with its recorded seeds). CASE and SEED reach the shell only

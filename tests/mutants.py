@@ -1,0 +1,357 @@
+"""Named mutants of the detectors and verdict rules: each must be killed by a test AND by the built-in controls.
+
+`make mutants` (or `python tests/mutants.py [--report FILE] [NAME ...]`) copies the working tree to a
+temporary directory, checks that the killing tests pass and every control gets its expected verdict there
+unmutated (a kill of a check that already fails would prove nothing), then for each mutant applies one
+targeted text replacement and runs
+  * its killing tests (pytest): killed when they fail;
+  * `python -m harness verify --backend cpu` on the control modules (cases/controls.py,
+    cases/trust_controls.py): killed when some case no longer gets its expected verdict.
+A replacement that does not match exactly once fails the run: the detector moved and its mutant must follow.
+
+Why a script of named mutants and not a mutation-testing library (mutmut, cosmic-ray): those generate every
+operator swap in the files they are pointed at, thousands for harness/protocol.py alone, and rerun the tests
+for each; at 10-30 s per run on CPU that is hours. What the project needs is narrower and stronger: one
+mutant per detector and verdict rule, each removing exactly what that rule exists for, checked by both the
+unit tests and the built-in negative controls, in about 10 minutes.
+
+`suite=False` marks mutants that the built-in suite cannot kill on the cpu backend, with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CONTROL_MODULES = ("cases.controls", "cases.trust_controls")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    rule: str  # the detector or verdict rule this mutant switches off
+    path: str
+    old: str
+    new: str
+    tests: tuple[str, ...]  # pytest arguments: files or node ids, optionally with -k
+    suite: bool = True  # expected to be killed by the built-in controls on the cpu backend
+    why_not_suite: str = ""
+    more: tuple[tuple[str, str, str], ...] = ()  # further (path, old, new) edits of the same mutant
+
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.path, self.old, self.new), *self.more)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "no_reference_graph_vs_itself",
+        "graph replay vs eager compares the graph with itself (the old no-reference survivor)",
+        "harness/protocol.py",
+        "[compare(g, e, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]",
+        "[compare(g, g, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]",
+        ("tests/test_trust.py", "-k", "stale_scale"),
+    ),
+    Mutant(
+        "verdict_from_last_row",
+        "the case verdict is the worst row, not the last (the old survivor)",
+        "harness/protocol.py",
+        "verdict = V.worst([r.row_verdict for r in rows])",
+        "verdict = rows[-1].row_verdict",
+        ("tests/test_trust.py", "-k", "worst_row"),
+    ),
+    Mutant(
+        "output_poisoning_off",
+        "graph outputs are poisoned before each replay",
+        "harness/poison.py",
+        '    """Overwrite every graph output before a replay so that only what the replay writes survives."""\n',
+        '    """Overwrite every graph output before a replay so that only what the replay writes survives."""\n'
+        "    return\n",
+        ("tests/test_protocol.py", "-k", "not_written_by_replay"),
+    ),
+    Mutant(
+        "nan_counting_off",
+        "NaN/Inf where a finite value is expected is counted (never a wildcard)",
+        "harness/scan.py",
+        "        nonfinite_mask = ~torch.isfinite(out) & torch.isfinite(ref)\n",
+        "        nonfinite_mask = torch.zeros(out.shape, dtype=torch.bool, device=out.device)\n",
+        ("tests/test_compare.py", "-k", "nan or inf"),
+        more=(("harness/scan.py", "nonfinite = int((~torch.isfinite(flat)).sum())", "nonfinite = 0"),),
+    ),
+    Mutant(
+        "poison_pattern_check_off",
+        "finite poison bit patterns (0x7F fills, -1, INT_MAX) are counted",
+        "harness/compare.py",
+        "    if dtype.is_complex:\n        # Compared as",
+        "    return ()\n    if dtype.is_complex:\n        # Compared as",
+        ("tests/test_compare.py", "-k", "poison"),
+    ),
+    Mutant(
+        "host_sync_detection_off",
+        "the cpu backend refuses host syncs under capture",
+        "harness/backends/cpu.py",
+        "    rule = SYNC_RULES.get(func)\n    return rule(args, kwargs) if rule is not None else None",
+        "    return None",
+        ("tests/test_controls.py", "-k", "item_in_routing"),
+    ),
+    Mutant(
+        "input_modification_check_off",
+        "an undeclared write to an input is eager_mismatch",
+        "harness/protocol.py",
+        '    """Inputs whose bytes changed although the case does not declare that the op writes them."""\n',
+        '    """Inputs whose bytes changed although the case does not declare that the op writes them."""\n'
+        "    return []\n",
+        ("tests/test_controls.py", "-k", "modifies_input"),
+    ),
+    Mutant(
+        "ab_differ_check_off",
+        "inputs A and B must differ (else a stale replay is invisible)",
+        "harness/protocol.py",
+        "if name not in case.static_inputs and ta.numel() > 0 and torch.equal(ta.cpu(), tb.cpu()):",
+        "if False:",
+        ("tests/test_protocol.py", "-k", "bad_inputs"),
+        suite=False,
+        why_not_suite="the check raises a case-definition error (exit 2), which no registered case can expect",
+    ),
+    Mutant(
+        "byte_fill_off",
+        "the cpu backend fills empty* results with the pattern's bytes",
+        "harness/poison.py",
+        "            fill_bytes(result, self.pattern)",
+        "            pass",
+        ("tests/test_trust.py", "-k", "finite_poison_pattern"),
+        suite=False,
+        why_not_suite="a control only the byte fill catches would fail on the gpu backend, where torch's NaN "
+        "fill of empty* runs after the poisoning allocator's bytes (reported as a gap)",
+    ),
+    Mutant(
+        "deadline_off",
+        "a case past its deadline is killed and gets timeout",
+        "harness/runner.py",
+        "elif case is not None and deadline is not None and now - worker.started > deadline:",
+        "elif False:",
+        ("tests/test_trust.py", "-k", "deadline"),
+    ),
+    Mutant(
+        "replay_vs_eager_decides_off",
+        "graph replay vs eager decides the verdict (bit-exact unless declared)",
+        "harness/protocol.py",
+        "    elif not vs_eager.ok:\n",
+        "    elif False:\n",
+        ("tests/test_trust.py", "-k", "stale_scale or tolerance"),
+    ),
+    Mutant(
+        "hidden_state_probe_off",
+        "eager B before A vs eager B after capture and replay",
+        "harness/protocol.py",
+        "fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None",
+        "fresh = None",
+        ("tests/test_trust.py", "-k", "first_call_cache or leaked"),
+    ),
+    Mutant(
+        "python_state_restore_off",
+        "the probe's changes to the op's Python state are undone (so A stays the op's first call)",
+        "harness/hidden_state.py",
+        "    def restore(self) -> None:\n",
+        "    def restore(self) -> None:\n        return\n",
+        ("tests/test_trust.py", "-k", "first_call_cache or leaked or restore"),
+    ),
+    Mutant(
+        "leak_explained_off",
+        "eager mismatches after a leak are named as the leak (stale_replay)",
+        "harness/protocol.py",
+        "    if not any(r.detail.startswith(LEAK_DETAIL) for r in rows):\n        return\n",
+        "    return\n",
+        ("tests/test_trust.py", "-k", "first_call_cache_with_reference"),
+    ),
+    Mutant(
+        "rng_restore_off",
+        "replay and eager start from the same generator state",
+        "harness/backends/base.py",
+        "    def set_rng_state(self, state: tuple[torch.Tensor, ...]) -> None:\n",
+        "    def set_rng_state(self, state: tuple[torch.Tensor, ...]) -> None:\n        return\n",
+        ("tests/test_trust.py", "-k", "sampling or dropout"),
+    ),
+    Mutant(
+        "replay_error_is_crash",
+        "an exception at replay is replay_error, not crash",
+        "harness/protocol.py",
+        "    return row(V.REPLAY_ERROR, replay_index, seed_b,",
+        "    return row(V.CRASH, replay_index, seed_b,",
+        ("tests/test_trust.py", "-k", "replay_error"),
+        suite=False,
+        why_not_suite="no built-in case raises at replay on both backends (the cpu-only TransformerEncoder "
+        "padding-mask case belongs to the real-world suite)",
+    ),
+    Mutant(
+        "pageable_copy_is_capture_error",
+        "a copy to pageable memory under capture is capture_sync",
+        "harness/backends/gpu.py",
+        '    r"|Cannot copy between CPU and CUDA tensors during CUDA graph capture"\n',
+        "",
+        ("tests/test_trust.py", "-k", "pageable"),
+        suite=False,
+        why_not_suite="the message exists on CUDA only; control_bincount_under_capture kills it on the H200",
+    ),
+    Mutant(
+        "unsupported_output_not_case_error",
+        "an output the harness cannot compare is a CaseError on `op`",
+        "harness/protocol.py",
+        '            raise CaseError(case.name, "op", str(cause)) from exc\n',
+        "            break\n",
+        ("tests/test_trust.py", "-k", "cannot_compare"),
+        suite=False,
+        why_not_suite="a case-definition error stops the run (exit 2): no registered case can expect it",
+    ),
+    Mutant(
+        "uncallable_op_not_case_error",
+        "an op that cannot take its inputs is a CaseError on `op`, not `refused`",
+        "harness/protocol.py",
+        "        signature.bind(**inputs)\n",
+        "        pass\n",
+        ("tests/test_trust.py", "-k", "cannot_take_its_inputs"),
+        suite=False,
+        why_not_suite="a case-definition error stops the run (exit 2): no registered case can expect it",
+    ),
+)
+
+
+def _copy_tree(dest: Path) -> None:
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
+    for rel in files:
+        src = REPO / rel
+        if not src.is_file():  # deleted in the working tree, or a submodule
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+
+
+def _env(tree: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(tree)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def _run_tests(tree: Path, args: tuple[str, ...]) -> tuple[bool, str]:
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-n", "0", *args]
+    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=600)
+    lines = (proc.stdout + proc.stderr).strip().splitlines()
+    errors = [line[:300] for line in lines if line.startswith(("E ", "ERROR", "FAILED"))]
+    return proc.returncode == 0, " / ".join(errors[-3:]) or (lines[-1][:300] if lines else "")
+
+
+def _run_controls(tree: Path) -> tuple[bool, list[str]]:
+    """(every control got its expected verdict, the cases that did not)."""
+    report = tree / "_mutant_run"
+    shutil.rmtree(report, ignore_errors=True)
+    cmd = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--report-dir", str(report)]
+    for module in CONTROL_MODULES:
+        cmd += ["--case", module]
+    proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=900)
+    results = report / "results.csv"
+    if not results.exists():
+        return False, [f"verify exited {proc.returncode} without results: {proc.stderr.strip()[-300:]}"]
+    wrong: dict[str, str] = {}
+    with results.open() as fh:
+        for row in csv.DictReader(fh):
+            if row["verdict"] != row["expected"]:
+                wrong[row["case"]] = f"{row['case']} ({row['verdict']}, expected {row['expected']})"
+    return not wrong and proc.returncode == 0, sorted(wrong.values())
+
+
+def _apply(tree: Path, mutant: Mutant) -> None:
+    for rel, old, new in mutant.edits():
+        path = tree / rel
+        text = path.read_text()
+        count = text.count(old)
+        if count != 1:
+            raise SystemExit(f"mutant {mutant.name}: its target text occurs {count} times in {rel}")
+        path.write_text(text.replace(old, new))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--report", type=Path, help="also write the Markdown table here")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    unknown = set(args.names) - {m.name for m in MUTANTS}
+    if unknown:
+        parser.error(f"unknown mutants {sorted(unknown)}; known: {', '.join(m.name for m in MUTANTS)}")
+
+    with tempfile.TemporaryDirectory(prefix="graphsafe-mutants-") as tmp:
+        base = Path(tmp) / "base"
+        _copy_tree(base)
+        for mutant in chosen:  # every target must exist before anything runs
+            for rel, old, _ in mutant.edits():
+                if (base / rel).read_text().count(old) != 1:
+                    raise SystemExit(f"mutant {mutant.name}: target text not found exactly once in {rel}")
+        print("unmutated tree: killing tests and controls must pass first", flush=True)
+        failures = []
+        for mutant in chosen:
+            ok, last = _run_tests(base, mutant.tests)
+            if not ok:
+                failures.append(f"{mutant.name}: {' '.join(mutant.tests)}: {last}")
+        controls_ok, wrong = _run_controls(base)
+        if failures or not controls_ok:
+            print("the unmutated tree fails; mutants would prove nothing:", *failures, *wrong, sep="\n  ")
+            return 2
+
+        rows = []
+        for mutant in chosen:
+            start = time.monotonic()
+            tree = Path(tmp) / mutant.name
+            shutil.copytree(base, tree)
+            _apply(tree, mutant)
+            tests_pass, last = _run_tests(tree, mutant.tests)
+            controls_pass, wrong = _run_controls(tree) if mutant.suite else (True, [])
+            shutil.rmtree(tree, ignore_errors=True)
+            killed_by_test = not tests_pass
+            killed_by_suite = not controls_pass
+            ok = killed_by_test and (killed_by_suite or not mutant.suite)
+            rows.append((mutant, killed_by_test, killed_by_suite, wrong, ok))
+            print(
+                f"{mutant.name:<36} test {'killed' if killed_by_test else 'SURVIVED'}; suite "
+                f"{('killed' if killed_by_suite else 'SURVIVED') if mutant.suite else 'n/a'}"
+                f" ({time.monotonic() - start:.0f} s) {'; '.join(wrong[:3])}",
+                flush=True,
+            )
+
+    table = [
+        "| mutant | rule switched off | killing tests | test | built-in controls | controls with a wrong verdict |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mutant, by_test, by_suite, wrong, _ in rows:
+        suite_cell = (
+            ("killed" if by_suite else "**survived**") if mutant.suite else f"n/a: {mutant.why_not_suite}"
+        )
+        table.append(
+            f"| `{mutant.name}` | {mutant.rule} | `{' '.join(mutant.tests)}` | "
+            f"{'killed' if by_test else '**survived**'} | {suite_cell} | {', '.join(wrong) or '-'} |"
+        )
+    text = "\n".join(table) + "\n"
+    print(text)
+    if args.report:
+        args.report.write_text(text)
+    survivors = [m.name for m, *_, ok in rows if not ok]
+    if survivors:
+        print(f"survivors: {', '.join(survivors)}")
+        return 1
+    print(f"all {len(rows)} mutants killed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
