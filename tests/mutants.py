@@ -224,7 +224,13 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def _copy_tree(dest: Path) -> None:
+def _copy_tree(dest: Path, ref: str | None) -> None:
+    """The working tree (tracked and untracked, not ignored), or the commit `ref` when given."""
+    if ref is not None:
+        dest.mkdir(parents=True)
+        archive = subprocess.run(["git", "archive", ref], cwd=REPO, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
     files = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, check=True, capture_output=True, text=True
     ).stdout.splitlines()
@@ -285,6 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
     parser.add_argument("--report", type=Path, help="also write the Markdown table here")
+    parser.add_argument("--ref", help="mutate this commit (git archive) instead of the working tree")
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
     unknown = set(args.names) - {m.name for m in MUTANTS}
@@ -293,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="graphsafe-mutants-") as tmp:
         base = Path(tmp) / "base"
-        _copy_tree(base)
+        _copy_tree(base, args.ref)
         for mutant in chosen:  # every target must exist before anything runs
             for rel, old, _ in mutant.edits():
                 if (base / rel).read_text().count(old) != 1:
