@@ -130,6 +130,7 @@ SYNCING = {
     "equal": lambda: torch.equal(_X, _X),
     "linalg_inv_checks_errors": lambda: torch.linalg.inv(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
     "tensor_cpu": lambda: _X.cpu() + 1,
+    "device_module_synchronize": lambda: (torch.get_device_module(_X.device).synchronize(), _X + 1)[1],
     "isin_many_test_elements": lambda: torch.isin(_IDS, torch.arange(64)),
     "tensor_to_cpu_string": lambda: _X.to("cpu") + 1,
     "torch_tensor_on_the_inputs_device": lambda: _X + torch.tensor([1.0] * 8, device=_X.device),

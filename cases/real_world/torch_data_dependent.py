@@ -148,3 +148,11 @@ _pair(
     "(>= int(10 * 64 ** 0.145) = 18) it takes isin_sorting, which calls at::_unique (a host-read size)",
     "the same membership through a boolean lookup table (index_fill_ + index_select): kernels only",
 )
+_pair(
+    "torch_device_synchronize",
+    lambda expert_ids, scores, counts: (torch.get_device_module(scores.device).synchronize(), scores * 2)[1],
+    lambda expert_ids, scores, counts: scores * 2,
+    "torch.get_device_module(x.device).synchronize() (device-generic timing code) is cudaDeviceSynchronize on "
+    "a GPU: waiting for the device while a stream captures is cudaErrorStreamCaptureUnsupported",
+    "the same arithmetic without the wait",
+)

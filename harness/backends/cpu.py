@@ -506,7 +506,7 @@ class CpuBackend(GraphBackend):
         try:
             with (
                 torch.no_grad(),
-                _host_reads_refused(),
+                _host_reads_refused(recorder),
                 _compiled_graphs_recorded(recorder),
                 recorder,
                 _FunctionRules(recorder),
@@ -535,25 +535,45 @@ class CpuBackend(GraphBackend):
 # Tensor methods that read data on the host without passing the dispatcher (tolist copies element by element
 # in C++; numpy shares the buffer): a real capture would sync on each.
 _HOST_READ_METHODS = ("tolist", "numpy", "__array__")
+# Device-wide waits. Device-generic code calls torch.get_device_module(x.device).synchronize(), which is
+# torch.cpu.synchronize (a no-op) on this backend and cudaDeviceSynchronize on a GPU, illegal while a stream
+# captures (CUDA programming guide, stream capture: synchronizing a capturing stream or the device is
+# cudaErrorStreamCaptureUnsupported).
+_HOST_WAITS = tuple(
+    (module, "synchronize")
+    for module in (torch.cpu, torch.cuda, getattr(torch, "accelerator", None))
+    if module
+)
 
 
 @contextlib.contextmanager
-def _host_reads_refused() -> Iterator[None]:
-    saved = {name: getattr(torch.Tensor, name) for name in _HOST_READ_METHODS}
+def _host_reads_refused(recorder: _Recorder) -> Iterator[None]:
+    """Make host reads and device waits that bypass the dispatcher raise CaptureSyncError during capture,
+    except inside a host-function op (host code at replay by design)."""
+    saved_methods = {name: getattr(torch.Tensor, name) for name in _HOST_READ_METHODS}
+    saved_waits = [(module, name, getattr(module, name)) for module, name in _HOST_WAITS]
 
-    def refuse(name: str) -> Callable[..., Any]:
-        def method(self: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
-            raise CaptureSyncError(f"Tensor.{name}() reads device data on the host")
+    def refuse(message: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        def refused(*args: Any, **kwargs: Any) -> Any:
+            if recorder.host_function_depth:
+                return original(*args, **kwargs)
+            raise CaptureSyncError(message)
 
-        return method
+        return refused
 
     try:
-        for name in _HOST_READ_METHODS:
-            setattr(torch.Tensor, name, refuse(name))
+        for name, method in saved_methods.items():
+            setattr(torch.Tensor, name, refuse(f"Tensor.{name}() reads device data on the host", method))
+        for module, name, function in saved_waits:
+            setattr(
+                module, name, refuse(f"{module.__name__}.{name}() waits for the device on the host", function)
+            )
         yield
     finally:
-        for name, method in saved.items():
+        for name, method in saved_methods.items():
             setattr(torch.Tensor, name, method)
+        for module, name, function in saved_waits:
+            setattr(module, name, function)
 
 
 def _looks_like_sync(exc: BaseException) -> bool:
