@@ -8,11 +8,12 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
 `search`:
 
   0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
-  1. Hypothesis generates sizes (`hypothesis.find`) and, at the first failure, shrinks it;
-  2. where it found nothing, a sweep: every value of each range dimension in ascending order with the other
-     dimensions at their simplest values, round-robin over the dimensions (edges such as T % 64 == 33 sit
-     at one value in 64 that random draws miss as often as not: 40 seeded runs of 300 Hypothesis examples
-     over T in 1..256 missed T % 64 == 33 in 4);
+  1. a sweep: every value of each range dimension in ascending order with the other dimensions at their
+     simplest values, round-robin over the dimensions, for at most half the time budget. Edges such as
+     T % 64 == 33 sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples
+     over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40;
+  2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
+     dimensions, strategy dimensions) and, at the first failure, shrinks it;
   3. a failure from any phase is minimised dimension by dimension over the ranges (the smallest value of
      each dimension, others fixed, that still fails), so the report names the smallest failing sizes;
      Hypothesis's shrinker alone can stop at a local minimum (T=97 instead of 33 when the bits it clears do
@@ -66,13 +67,16 @@ class Budget:
     shrink_checks: int  # checks spent shrinking and minimising a failure
 
 
-# default: a torch-level case checks in 2-10 ms on the CPU backend, so 200 + 600 checks is a few seconds, and
-# the sweep covers a 1..256 dimension plus a few small ones. nightly explores ten times more.
+# default: a torch-level case checks in 5-20 ms on the CPU backend, so 300 sweep checks (a 1..256 dimension
+# and a few small ones) and 100 Hypothesis examples fit in the 10 s that keep a suite with a handful of
+# searched cases near its time target; nightly explores twenty times more.
 PROFILES: dict[str, Budget] = {
-    "default": Budget(examples=200, sweep=600, seconds=30.0, shrink_checks=400),
+    "default": Budget(examples=100, sweep=300, seconds=10.0, shrink_checks=300),
     "nightly": Budget(examples=2000, sweep=6000, seconds=600.0, shrink_checks=2000),
-    "quick": Budget(examples=30, sweep=100, seconds=5.0, shrink_checks=100),
+    "quick": Budget(examples=20, sweep=60, seconds=3.0, shrink_checks=60),
 }
+# The sweep may spend this share of the time budget; Hypothesis gets the rest (and whatever the sweep left).
+SWEEP_TIME_SHARE = 0.5
 
 
 def budget_from_env() -> Budget:
@@ -225,8 +229,8 @@ class _Search:
     failure: dict[str, int] | None = None
     skipped: int = 0
 
-    def out_of_time(self) -> bool:
-        return time.monotonic() - self.started > self.budget.seconds
+    def out_of_time(self, share: float = 1.0) -> bool:
+        return time.monotonic() - self.started > share * self.budget.seconds
 
     def run(self, sizes: Mapping[str, int], *, shrinking: bool = False) -> Result | None:
         """The result at these sizes (None: rejected sizes); memoised, so the same sizes are checked once."""
@@ -335,7 +339,7 @@ def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
         for column in columns:
             if depth >= len(column):
                 continue
-            if done >= s.budget.sweep or s.out_of_time():
+            if done >= s.budget.sweep or s.out_of_time(SWEEP_TIME_SHARE):
                 return None
             name, value = column[depth]
             point = {**base, name: value}
@@ -389,14 +393,12 @@ def search(
             failing, phase = stored, "the example database"
             break
         db.delete(_key(case.name), json.dumps(stored).encode())
+    if failing is None and any(isinstance(v, range) for v in case.sizes.values()):
+        failing, phase = _sweep_phase(s, _simplest(case.sizes, seed)), "the sweep"
     if failing is None:
-        failing = _hypothesis_phase(s, seed, db)
-        phase = "Hypothesis"
+        failing, phase = _hypothesis_phase(s, seed, db), "Hypothesis"
     if failing is None and s.failure is not None:
         failing = s.failure  # found, but the shrink budget ran out before Hypothesis confirmed a minimum
-    if failing is None and any(isinstance(v, range) for v in case.sizes.values()):
-        failing = _sweep_phase(s, _simplest(case.sizes, seed))
-        phase = "the sweep"
     if failing is None:
         return _passed(case, backend, s)
     first = dict(failing)

@@ -19,7 +19,7 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 import cases.shape_search_controls  # noqa: F401  (registers the controls)
-from harness import Case, CaseError, check
+from harness import Case, CaseError, Result, check
 from harness import search as S
 from harness.backends import get_backend
 
@@ -35,6 +35,15 @@ def _private_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return db
 
 
+# The default budget's example counts with its wall-clock cap lifted: this 2-core test box runs at a load
+# average of 8-10 while other jobs build, and a test must not pass or fail with the machine's load.
+DEFAULT_COUNTS = dataclasses.replace(S.PROFILES["default"], seconds=3600.0)
+
+
+def _search(case: Case) -> Result:
+    return S.search(case, CPU, lambda bound: check(bound, CPU), budget=DEFAULT_COUNTS)
+
+
 def _case(name: str) -> Case:
     from harness import REGISTRY
 
@@ -42,7 +51,7 @@ def _case(name: str) -> Case:
 
 
 def test_block_tail_control_is_found_and_shrunk_to_t33() -> None:
-    result = check(_case("shape_search.block_tail.buggy"), CPU)
+    result = _search(_case("shape_search.block_tail.buggy"))
     assert result.verdict == "uninitialized" and result.ok
     assert "smallest failing sizes T=33,H=1 " in result.detail
     assert "graphsafe repro shape_search.block_tail.buggy --sizes T=33,H=1 --seed 0" in result.detail
@@ -50,7 +59,7 @@ def test_block_tail_control_is_found_and_shrunk_to_t33() -> None:
 
 
 def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts() -> None:
-    result = check(_case("shape_search.empty_expert.buggy"), CPU)
+    result = _search(_case("shape_search.empty_expert.buggy"))
     assert result.verdict == "uninitialized" and result.ok
     assert "smallest failing sizes T=1,E=2,H=1 " in result.detail
 
@@ -67,9 +76,9 @@ def test_fixed_twins_pass_over_every_t(name: str) -> None:
 
 def test_found_sizes_are_tried_first_next_run(_private_database: Path) -> None:
     case = _case("shape_search.block_tail.buggy")
-    first = check(case, CPU)
+    first = _search(case)
     assert "T=33,H=1" in first.detail and _private_database.is_dir()
-    again = check(case, CPU)
+    again = _search(case)
     assert "found by the example database" in again.detail and "T=33,H=1" in again.detail
 
     def checked(detail: str) -> int:
@@ -155,7 +164,7 @@ def test_strategy_dimensions_and_rejected_sizes() -> None:
         expect="uninitialized",
         sizes={"K": st.integers(1, 4), "E": st.integers(1, 12)},
     )
-    result = check(case, CPU)
+    result = _search(case)
     assert result.verdict == "uninitialized", result.detail
     assert "smallest failing sizes K=1,E=2 " in result.detail
 
@@ -172,3 +181,10 @@ def test_budget_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         with pytest.raises(ValueError, match=env):
             S.budget_from_env()
         monkeypatch.delenv(env)
+
+
+def test_check_searches_a_case_that_declares_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """harness.check (what verify, the workers and the pytest plugin call) runs the search by itself."""
+    monkeypatch.setenv(S.SECONDS_ENV, "3600")
+    result = check(_case("shape_search.empty_expert.buggy"), CPU)
+    assert result.ok and "smallest failing sizes T=1,E=2,H=1 " in result.detail
