@@ -176,7 +176,9 @@ def test_budget_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(S.EXAMPLES_ENV, "7")
     monkeypatch.setenv(S.SECONDS_ENV, "2.5")
     assert dataclasses.astuple(S.budget_from_env())[:3] == (7, 21, 2.5)
-    for env, value in ((S.PROFILE_ENV, "weekly"), (S.EXAMPLES_ENV, "0"), (S.SECONDS_ENV, "nan")):
+    monkeypatch.setenv(S.PROFILE_ENV, "ci")
+    assert S.budget_from_env().examples == 7
+    for env, value in ((S.EXAMPLES_ENV, "0"), (S.SECONDS_ENV, "nan")):
         monkeypatch.setenv(env, value)
         with pytest.raises(ValueError, match=env):
             S.budget_from_env()
