@@ -109,6 +109,13 @@ _IDS = torch.tensor([0, 3, 1, 1, 2, 0, 3, 3])
 _X = torch.tensor([0.5, -1.0, 2.0, 0.0, 1.5, -0.25, 3.0, 0.75])
 _TOTAL = int(_IDS.sum())
 
+_PADDING = torch.tensor([[False] * 8, [False] * 6 + [True] * 2])
+_padded_encoder = torch.nn.TransformerEncoder(
+    torch.nn.TransformerEncoderLayer(d_model=4, nhead=2, dim_feedforward=8, batch_first=True),
+    num_layers=1,
+    enable_nested_tensor=False,
+).eval()
+
 SYNCING = {
     "histc_default_range": lambda: torch.histc(_X, bins=4),
     "histc_min_equals_max": lambda: torch.histc(_X, bins=4, min=1.0, max=1.0),
@@ -130,6 +137,10 @@ SYNCING = {
     "equal": lambda: torch.equal(_X, _X),
     "linalg_inv_checks_errors": lambda: torch.linalg.inv(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
     "tensor_cpu": lambda: _X.cpu() + 1,
+    "nested_tensor_from_mask": lambda: torch._nested_tensor_from_mask(
+        _X.reshape(2, 4, 1).expand(2, 4, 2).contiguous(),
+        torch.tensor([[True] * 4, [True, True, False, False]]),
+    ).to_padded_tensor(0.0),
     "device_module_synchronize": lambda: (torch.get_device_module(_X.device).synchronize(), _X + 1)[1],
     "isin_many_test_elements": lambda: torch.isin(_IDS, torch.arange(64)),
     "tensor_to_cpu_string": lambda: _X.to("cpu") + 1,
@@ -168,6 +179,10 @@ CAPTURE_SAFE = {
     "tensor_to_dtype": lambda: _X.to(torch.float64),
     "host_constant_without_device": lambda: _X * torch.tensor(2.0),
     "as_tensor_of_a_tensor": lambda: torch.as_tensor(_X, device=_X.device) + 1,
+    "empty_tensor_literal_on_the_inputs_device": lambda: torch.cat([_X, torch.tensor([], device=_X.device)]),
+    "fused_transformer_encoder_with_padding_mask": lambda: _padded_encoder(
+        _X.reshape(1, 8, 1).expand(2, 8, 4).contiguous(), src_key_padding_mask=_PADDING
+    ),
 }
 
 
@@ -292,3 +307,12 @@ def test_declared_host_function_op_is_recorded_whole_without_inside_checks() -> 
 def test_host_function_declaration_names_what_it_takes() -> None:
     with pytest.raises(ValueError, match="namespace::name"):
         register_host_function_op("no_namespace")
+
+
+def test_capture_takes_the_code_path_eager_takes() -> None:
+    """Checking calls must not change which path a library takes: nn.TransformerEncoder's fused fast path is
+    skipped whenever has_torch_function is true (under any TorchFunctionMode), so a capture through a mode
+    would record the slow path while eager runs the fused kernel (a false stale_replay)."""
+    src = _X.reshape(1, 8, 1).expand(2, 8, 4).contiguous()
+    graph = CpuBackend().capture(lambda: _padded_encoder(src, src_key_padding_mask=_PADDING), warmup=0)
+    assert "aten._transformer_encoder_layer_fwd.default" in graph.node_kinds()

@@ -8,6 +8,7 @@ hold the same rules for the CPU backend.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import torch
@@ -156,3 +157,50 @@ _pair(
     "a GPU: waiting for the device while a stream captures is cudaErrorStreamCaptureUnsupported",
     "the same arithmetic without the wait",
 )
+
+
+@functools.cache
+def _encoder(nested: bool, device: torch.device) -> torch.nn.Module:
+    torch.manual_seed(7)  # the layer's own init; fixed so every process builds the same weights
+    layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
+    return torch.nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=nested).eval().to(device)
+
+
+def _encoder_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    padding = torch.zeros(4, 8, dtype=torch.bool)
+    padding[1, 6:] = padding[3, 5:] = True  # right-padded rows, the same for every seed
+    return {"src": torch.randn(4, 8, 16, generator=g).to(device), "padding": padding.to(device)}
+
+
+def _encode(nested: bool, src: torch.Tensor, padding: torch.Tensor) -> torch.Tensor:
+    out = _encoder(nested, src.device)(src, src_key_padding_mask=padding)
+    return out.masked_fill(padding.unsqueeze(-1), 0.0)  # padded positions carry no defined value
+
+
+for _nested, _expect, _why in (
+    (
+        True,
+        "capture_sync",
+        "torch/nn/modules/transformer.py TransformerEncoder.forward's fast path (eval, no grad, "
+        "enable_nested_tensor=True) calls torch._nested_tensor_from_mask_left_aligned (a host bool) and "
+        "torch._nested_tensor_from_mask, whose row lengths are copied .to(kCPU) "
+        "(aten/src/ATen/native/nested/NestedTensorMath.cpp)",
+    ),
+    (
+        False,
+        "pass",
+        "with enable_nested_tensor=False the same fast path runs _transformer_encoder_layer_fwd on the padded "
+        "batch with the mask: fixed shapes, no host read",
+    ),
+):
+    register(
+        Case(
+            name=f"torch_transformer_encoder_padding_mask_{'nested' if _nested else 'padded'}",
+            make_inputs=_encoder_inputs,
+            op=functools.partial(_encode, _nested),
+            static_inputs=("padding",),
+            expect=_expect,
+            note=f"expected {_expect}: {_why}",
+        )
+    )

@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
@@ -166,15 +165,26 @@ SYNC_RULES: dict[Any, SyncRule] = {
     aten._linalg_check_errors.default: _always(
         "_linalg_check_errors reads the solver's info on the host (use the linalg *_ex form)"
     ),
+    # aten/src/ATen/native/nested/NestedTensorMath.cpp: a nested tensor's sizes live on the host, so
+    # NestedTensor_nested_tensor_from_mask copies the mask's row lengths `.to(kCPU)`, and the left-aligned
+    # check returns `sizes.equal(nums)` (a host bool). nn.TransformerEncoder's fast path with a padding mask
+    # (enable_nested_tensor=True, eval, no grad) calls both.
+    aten._nested_tensor_from_mask.default: _always(
+        "a nested tensor from a mask copies its row lengths to the host"
+    ),
+    aten._nested_tensor_from_mask_left_aligned.default: _always(
+        "the nested-tensor mask check returns a host bool computed from device data"
+    ),
     aten.index.Tensor: _boolean_index,
     aten.index_put.default: _boolean_index,
     aten.index_put_.default: _boolean_index,
     aten._index_put_impl_.default: _boolean_index,
 }
 
-# Composite functions whose CPU kernel validates its input on the host where the CUDA kernel does not: the
-# rule sees the call before it decomposes into the aten ops the recorder sees, so the host reads inside it
-# (their `.item()` calls) are waived when the CUDA kernel skips them, and flagged when it does not.
+# Rules on torch-level calls, checked before the call decomposes into the aten ops the recorder sees. They are
+# applied by replacing the functions for the duration of the capture (`_calls_checked`), not by a
+# TorchFunctionMode: under any function mode `has_torch_function` is true and libraries take other paths
+# (nn.TransformerEncoder leaves its fused fast path), so the capture would record code eager does not run.
 
 
 def _one_hot(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
@@ -204,30 +214,39 @@ def _to_host(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     return f"Tensor.to({target!r}) is {_PAGEABLE_COPY}" if _is_host(target) else None
 
 
+def _copies_host_data(data: Any) -> bool:
+    # A tensor is no host data; an empty sequence copies no bytes (copy_ returns before any transfer).
+    return not isinstance(data, torch.Tensor) and not (isinstance(data, list | tuple) and not data)
+
+
 def _host_data_to_device(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     device, data = kwargs.get("device"), args[0] if args else kwargs.get("data")
-    if device is None or _is_host(device) or isinstance(data, torch.Tensor):
+    if device is None or _is_host(device) or not _copies_host_data(data):
         return None
     return f"a tensor built from host data on device={device!r} is {_PAGEABLE_COPY}"
 
 
 def _new_tensor(args: Sequence[Any], kwargs: dict[str, Any]) -> str | None:
     data = args[1] if len(args) > 1 else kwargs.get("data")
-    if isinstance(data, torch.Tensor) or _is_host(kwargs.get("device")):
+    if not _copies_host_data(data) or _is_host(kwargs.get("device")):
         return None
     return f"Tensor.new_tensor(host data) on the tensor's device is {_PAGEABLE_COPY}"
 
 
-# Functions whose CPU kernel reads its input on the host to validate it where the CUDA kernel does not.
-_HOST_CHECKS_WAIVED = frozenset({torch.nn.functional.one_hot})
-FUNCTION_RULES: dict[Any, SyncRule] = {
-    torch.nn.functional.one_hot: _one_hot,
-    torch.Tensor.cpu: _always(f"Tensor.cpu() is {_PAGEABLE_COPY}"),
-    torch.Tensor.to: _to_host,
-    torch.tensor: _host_data_to_device,
-    torch.as_tensor: _host_data_to_device,
-    torch.Tensor.new_tensor: _new_tensor,
+# (owner, attribute) -> rule. Callers that look the function up at call time (F.one_hot, torch.tensor, every
+# Tensor method) are checked; a name imported before the capture (`from torch.nn.functional import one_hot`)
+# keeps the original.
+FUNCTION_RULES: dict[tuple[Any, str], SyncRule] = {
+    (torch.nn.functional, "one_hot"): _one_hot,
+    (torch.Tensor, "cpu"): _always(f"Tensor.cpu() is {_PAGEABLE_COPY}"),
+    (torch.Tensor, "to"): _to_host,
+    (torch, "tensor"): _host_data_to_device,
+    (torch, "as_tensor"): _host_data_to_device,
+    (torch.Tensor, "new_tensor"): _new_tensor,
 }
+# Functions whose CPU kernel reads its input on the host to validate it where the CUDA kernel does not: the
+# `.item()` calls inside them are waived once their rule passed.
+_HOST_CHECKS_WAIVED = frozenset({(torch.nn.functional, "one_hot")})
 
 _SCALAR_READS = frozenset({aten._local_scalar_dense.default, aten.item.default})
 # How a verdict that covers less than the op did says so (Row.limits, results.csv, the summary and the HTML).
@@ -391,28 +410,38 @@ class _OpaqueCall:
         return self.name
 
 
-class _FunctionRules(TorchFunctionMode):
-    """Applies FUNCTION_RULES to torch-level calls before they decompose into the ops the recorder sees."""
+@contextlib.contextmanager
+def _calls_checked(recorder: _Recorder) -> Iterator[None]:
+    """Replace the functions in FUNCTION_RULES by checking wrappers for the duration of the capture."""
+    originals = {key: getattr(*key) for key in FUNCTION_RULES}
 
-    def __init__(self, recorder: _Recorder) -> None:
-        super().__init__()
-        self.recorder = recorder
+    def checked(key: tuple[Any, str], original: Callable[..., Any]) -> Callable[..., Any]:
+        rule, label = FUNCTION_RULES[key], key[1]
 
-    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
-        kwargs = kwargs or {}
-        rule = FUNCTION_RULES.get(func)
-        if rule is None or self.recorder.host_function_depth:
-            return func(*args, **kwargs)
-        reason = rule(args, kwargs)
-        if reason is not None:
-            raise CaptureSyncError(f"{getattr(func, '__name__', func)}: {reason}")
-        if func not in _HOST_CHECKS_WAIVED:
-            return func(*args, **kwargs)
-        self.recorder.waived.append(getattr(func, "__name__", str(func)))
-        try:
-            return func(*args, **kwargs)
-        finally:
-            self.recorder.waived.pop()
+        def call(*args: Any, **kwargs: Any) -> Any:
+            # Dynamo traces this wrapper when a compiled function calls it: it then sees the original.
+            if recorder.host_function_depth or torch.compiler.is_compiling():
+                return original(*args, **kwargs)
+            reason = rule(args, kwargs)
+            if reason is not None:
+                raise CaptureSyncError(f"{label}: {reason}")
+            if key not in _HOST_CHECKS_WAIVED:
+                return original(*args, **kwargs)
+            recorder.waived.append(label)
+            try:
+                return original(*args, **kwargs)
+            finally:
+                recorder.waived.pop()
+
+        return call
+
+    try:
+        for key, original in originals.items():
+            setattr(*key, checked(key, original))
+        yield
+    finally:
+        for key, original in originals.items():
+            setattr(*key, original)
 
 
 @contextlib.contextmanager
@@ -509,7 +538,7 @@ class CpuBackend(GraphBackend):
                 _host_reads_refused(recorder),
                 _compiled_graphs_recorded(recorder),
                 recorder,
-                _FunctionRules(recorder),
+                _calls_checked(recorder),
             ):
                 result = fn()
         except (CaptureError, FallbackEager):
