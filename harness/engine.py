@@ -58,6 +58,7 @@ from harness.protocol import (
     seeds,
 )
 from harness.records import Row
+from harness.tracebacks import with_user_frame
 
 DEFAULT_STEPS = 4
 _STEP_SEED_STRIDE = 1_000_003  # a prime: the seeds of one sequence's steps never meet another B_i's
@@ -193,7 +194,10 @@ def _bucket_replay(
         raise
     except Exception as exc:
         return row(
-            V.REPLAY_ERROR, replay_index, seed_b, detail=f"{where}replay raised {type(exc).__name__}: {exc}"
+            V.REPLAY_ERROR,
+            replay_index,
+            seed_b,
+            detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
         )
     graph_out = [o.clone() for o in graph.outputs]
 
@@ -213,7 +217,10 @@ def _bucket_replay(
         raise
     except Exception as exc:
         return row(
-            V.EAGER_MISMATCH, replay_index, seed_b, detail=f"{where}eager raised {type(exc).__name__}: {exc}"
+            V.EAGER_MISMATCH,
+            replay_index,
+            seed_b,
+            detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
         )
     reference = None
     if case.reference is not None:
@@ -358,7 +365,12 @@ def _stateful_step(
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
-        return row(V.REPLAY_ERROR, index, seed, detail=f"{where}replay raised {type(exc).__name__}: {exc}")
+        return row(
+            V.REPLAY_ERROR,
+            index,
+            seed,
+            detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
+        )
     graph_out = [o.clone() for o in graph.outputs]
     eager_inputs = _clone_all(inputs)
     try:
@@ -371,7 +383,12 @@ def _stateful_step(
     except CaseError:
         raise
     except Exception as exc:
-        return row(V.EAGER_MISMATCH, index, seed, detail=f"{where}eager raised {type(exc).__name__}: {exc}")
+        return row(
+            V.EAGER_MISMATCH,
+            index,
+            seed,
+            detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
+        )
     r = _verdict_row(case, row, index, seed, graph_out, eager_out, None, None)
     if r.row_verdict == V.PASS:
         graph_state, eager_state = _state(graph_module), _state(eager_module)

@@ -47,6 +47,7 @@ from harness.hidden_state import PythonState
 from harness.poison import PATTERNS, poison_outputs
 from harness.records import Result, Row
 from harness.scan import count_unwritten
+from harness.tracebacks import with_user_frame
 
 DEFAULT_REPLAYS = 3
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
@@ -269,7 +270,12 @@ def _replay(
 def _replay_error_row(exc: Exception, row: Callable[..., Row], replay_index: int, seed_b: int) -> Row:
     """Capture worked but the replay raised (the process lives on): the graph cannot run, which is neither a
     crash nor a capture failure."""
-    return row(V.REPLAY_ERROR, replay_index, seed_b, detail=f"replay raised {type(exc).__name__}: {exc}")
+    return row(
+        V.REPLAY_ERROR,
+        replay_index,
+        seed_b,
+        detail=with_user_frame(f"replay raised {type(exc).__name__}: {exc}", exc),
+    )
 
 
 def _fresh_eager(
@@ -326,7 +332,12 @@ def _compare_replay(
     except OutputTypeError as exc:
         raise CaseError(case.name, "op", str(exc)) from exc
     except Exception as exc:
-        return row(V.EAGER_MISMATCH, replay_index, seed_b, detail=f"eager raised {type(exc).__name__}: {exc}")
+        return row(
+            V.EAGER_MISMATCH,
+            replay_index,
+            seed_b,
+            detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
+        )
     eager_ms = (time.perf_counter() - start) * 1e3
     eager_modified = _modified_inputs(case, eager_inputs, inputs_b)
     reference = None
@@ -443,7 +454,12 @@ def _eager_only_rows(
             raise
         except Exception as exc:  # as in _replay_and_compare: eager that raises is wrong, not a harness error
             rows.append(
-                row(V.EAGER_MISMATCH, i, seed_b, detail=f"{why}; eager raised {type(exc).__name__}: {exc}")
+                row(
+                    V.EAGER_MISMATCH,
+                    i,
+                    seed_b,
+                    detail=with_user_frame(f"{why}; eager raised {type(exc).__name__}: {exc}", exc),
+                )
             )
             continue
         with torch.no_grad():
@@ -585,16 +601,19 @@ def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], se
         if isinstance(cause, OutputTypeError):
             raise CaseError(case.name, "op", str(cause)) from exc
         cause = cause.__cause__
+    # Each detail ends with the op's line that raised ("at my_ops.py:42 in my_op", harness/tracebacks.py).
     if isinstance(exc, CaptureSyncError):
-        return row(V.CAPTURE_SYNC, -1, seed, detail=str(exc))
+        return row(V.CAPTURE_SYNC, -1, seed, detail=with_user_frame(str(exc), exc))
     if isinstance(exc, CaptureError):
-        return row(V.CAPTURE_ERROR, -1, seed, detail=str(exc))
+        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(str(exc), exc))
     if isinstance(exc, FallbackEager):  # the first capture was allowed: declining a later one is inconsistent
-        return row(V.CAPTURE_ERROR, -1, seed, detail=f"the op's probe declined a later capture: {exc}")
+        detail = f"the op's probe declined a later capture: {exc}"
+        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(detail, exc))
     if isinstance(exc, REFUSAL_ERRORS):
-        return row(V.REFUSED, -1, seed, detail=f"{type(exc).__name__}: {exc}")
+        return row(V.REFUSED, -1, seed, detail=with_user_frame(f"{type(exc).__name__}: {exc}", exc))
     # The op failed eagerly during warm-up without a named refusal.
-    return row(V.EAGER_MISMATCH, -1, seed, detail=f"eager raised {type(exc).__name__}: {exc}")
+    detail = f"eager raised {type(exc).__name__}: {exc}"
+    return row(V.EAGER_MISMATCH, -1, seed, detail=with_user_frame(detail, exc))
 
 
 def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:

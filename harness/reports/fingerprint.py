@@ -1,15 +1,24 @@
 """Environment fingerprint: what a report needs to say about the machine that produced it.
 
 A verdict is only reproducible with the GPU, architecture, driver, runtime, torch, compilers, CPU, affinity and
-commit it came from (the seed report quotes all of them). `collect` gathers them as strings and never raises:
-a report written on a machine without nvidia-smi, git or a GPU is still a report, with "n/a" in those rows.
-`write` stores them as DIR/fingerprint.json next to results.csv.
+commit it came from (the seed report quotes all of them), and with the libraries and settings that change
+what a kernel does: cuDNN, Triton, numpy, the OS, the caching allocator's configuration (expandable segments
+change which addresses a graph's pool hands out), the launch and determinism variables (CUBLAS_WORKSPACE_CONFIG
+picks cuBLAS kernels), the versions of the packages the user's case files import, and a content hash of each
+case file. torch.utils.collect_env (what `python -m torch.utils.collect_env` prints for torch's bug reports)
+supplies the OS, libc, cuDNN, the compiled CUDA/HIP versions and torch's view of the allocator settings.
+`collect` gathers them as strings and never raises: a report written on a machine without nvidia-smi, git or
+a GPU is still a report, with "n/a" in those rows. `write` stores them as DIR/fingerprint.json.
 """
 
 from __future__ import annotations
 
+import ast
+import concurrent.futures
 import datetime
 import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
 import platform
@@ -17,8 +26,10 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 NA = "n/a"
 NOT_FOUND = "not found"
@@ -42,6 +53,16 @@ KEYS: tuple[str, ...] = (
     "source_digest",
     "hostname",
     "time",
+    "os",
+    "libc",
+    "cuda_compiled",
+    "cudnn",
+    "triton",
+    "numpy",
+    "allocator_config",
+    "runtime_env",
+    "case_packages",
+    "case_files",
 )
 
 # NOTE on timeouts: nvidia-smi can take seconds on a cold driver (persistence mode off) and hangs outright on
@@ -110,6 +131,16 @@ def _runtime() -> str:
     if torch.version.cuda:
         return f"CUDA {torch.version.cuda}"
     return "none (CPU build of torch)"
+
+
+def _cudnn_version() -> str:
+    """The cuDNN (or MIOpen) torch loaded, as torch reports it; "n/a" when it has none."""
+    import torch
+
+    if not torch.backends.cudnn.is_available():
+        return NA
+    version = torch.backends.cudnn.version()
+    return f"{'MIOpen' if getattr(torch.version, 'hip', None) else 'cuDNN'} {version}" if version else NA
 
 
 def _cuda_available() -> bool:
@@ -231,8 +262,123 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
 
 
-def collect(backend: str) -> dict[str, str]:
-    """The fingerprint of this process's environment, every value a one-line string; never raises."""
+# torch's collect_env runs nvidia-smi, pip and ldconfig without deadlines; a wedged driver must not hang a report.
+_COLLECT_ENV_TIMEOUT_S = 60.0
+_ENV_INFO: dict[str, Any] = {}
+
+
+def _env_info() -> Any:
+    """torch.utils.collect_env.get_env_info(), once per process, in a thread with a deadline."""
+    if "info" not in _ENV_INFO:
+        from torch.utils import collect_env
+
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        try:
+            _ENV_INFO["info"] = pool.submit(collect_env.get_env_info).result(timeout=_COLLECT_ENV_TIMEOUT_S)
+        except Exception:
+            _ENV_INFO["info"] = None
+        finally:
+            pool.shutdown(wait=False)
+    return _ENV_INFO["info"]
+
+
+def _env_field(name: str) -> Callable[[], str]:
+    def read() -> str:
+        info = _env_info()
+        value = getattr(info, name, None) if info is not None else None
+        return NA if value in (None, "", "None", "N/A", "{}") else str(value)
+
+    return read
+
+
+def _distribution_version(*names: str) -> str:
+    for name in names:
+        try:
+            return f"{name} {importlib.metadata.version(name)}"
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return NOT_FOUND
+
+
+# Variables that change what the allocator hands out, or how kernels are launched and chosen.
+ALLOCATOR_VARIABLES = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_HIP_ALLOC_CONF", "PYTORCH_ALLOC_CONF",
+                       "PYTORCH_NO_CUDA_MEMORY_CACHING", "PYTORCH_NO_HIP_MEMORY_CACHING")  # fmt: skip
+RUNTIME_VARIABLES = ("CUDA_LAUNCH_BLOCKING", "HIP_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING",
+                     "CUBLAS_WORKSPACE_CONFIG", "TORCH_CUDNN_V8_API_DISABLED", "NVIDIA_TF32_OVERRIDE",
+                     "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "OMP_NUM_THREADS")  # fmt: skip
+
+
+def _variables(names: Sequence[str]) -> str:
+    found = [f"{n}={os.environ[n]}" for n in names if n in os.environ]
+    return "; ".join(found) if found else "default (none set)"
+
+
+def _allocator_config() -> str:
+    text = _variables(ALLOCATOR_VARIABLES)
+    torch_view = _env_field("caching_allocator_config")()
+    return text if torch_view == NA else f"{text}; torch reads: {torch_view}"
+
+
+def case_file_paths(case_sources: Sequence[str]) -> list[Path]:
+    """The files behind --case arguments: a path as given, a module through its import spec."""
+    paths = []
+    for source in case_sources:
+        path = Path(source)
+        if source.endswith(".py") or os.sep in source or path.exists():
+            if path.is_file():
+                paths.append(path)
+            continue
+        spec = importlib.util.find_spec(source) if source not in sys.modules else sys.modules[source].__spec__
+        if spec is not None and spec.origin and Path(spec.origin).is_file():
+            paths.append(Path(spec.origin))
+    return paths
+
+
+def case_files_digest(case_sources: Sequence[str]) -> str:
+    """ "my_cases.py sha256:0123456789abcdef; ..." (first 16 hex digits of each file's bytes); "none" without."""
+    parts = [
+        f"{p} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}" for p in case_file_paths(case_sources)
+    ]
+    return "; ".join(parts) if parts else "none"
+
+
+def imported_top_level(path: Path) -> list[str]:
+    """Top-level module names a Python file imports (absolute imports only), in first-seen order."""
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    names: dict[str, None] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(dict.fromkeys(alias.name.split(".")[0] for alias in node.names))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names[node.module.split(".")[0]] = None
+    return list(names)
+
+
+def case_packages(case_sources: Sequence[str]) -> str:
+    """ "torch 2.13.0, flashinfer-python 0.2.1, mylib (no distribution)": the distributions behind the
+    case files' imports (importlib.metadata.packages_distributions), the standard library left out."""
+    modules: dict[str, None] = {}
+    for path in case_file_paths(case_sources):
+        modules.update(dict.fromkeys(imported_top_level(path)))
+    if not modules:
+        return "none"
+    owners = importlib.metadata.packages_distributions()
+    parts: dict[str, None] = {}
+    for module in modules:
+        if module in sys.stdlib_module_names or module == "__future__":
+            continue
+        distributions = owners.get(module, [])
+        if not distributions:
+            parts[f"{module} (no distribution)"] = None
+        for dist in distributions:
+            parts[_distribution_version(dist)] = None
+    return ", ".join(parts) if parts else "none"
+
+
+def collect(backend: str, case_sources: Sequence[str] = ()) -> dict[str, str]:
+    """The fingerprint of this process's environment, every value a one-line string; never raises.
+
+    `case_sources`: the run's --case files and modules (their imports' versions and their content hashes)."""
     probes: dict[str, Callable[[], str]] = {
         "backend": lambda: str(backend),
         "gpu_name": _gpu_name,
@@ -251,6 +397,23 @@ def collect(backend: str) -> dict[str, str]:
         "source_digest": source_digest,
         "hostname": socket.gethostname,
         "time": _now,
+        "os": _env_field("os"),
+        "libc": _env_field("libc_version"),
+        "cuda_compiled": lambda: (
+            " / ".join(
+                v
+                for v in (_env_field("cuda_compiled_version")(), _env_field("hip_compiled_version")())
+                if v != NA
+            )
+            or NA
+        ),
+        "cudnn": lambda: _env_field("cudnn_version")() if _cudnn_version() == NA else _cudnn_version(),
+        "triton": lambda: _distribution_version("triton", "pytorch-triton-rocm", "pytorch-triton"),
+        "numpy": lambda: _distribution_version("numpy"),
+        "allocator_config": _allocator_config,
+        "runtime_env": lambda: _variables(RUNTIME_VARIABLES),
+        "case_packages": lambda: case_packages(case_sources),
+        "case_files": lambda: case_files_digest(case_sources),
     }
     return {key: _safe(probes[key]) for key in KEYS}
 

@@ -11,6 +11,7 @@ import pandas as pd
 from harness.reports.tables import FailureSection, Table, cases_table, environment_table, run_model
 
 _DETAIL_MAX_CHARS = 300
+_QUOTED_MAX_CHARS = 4000
 
 
 def md_cell(text: str) -> str:
@@ -45,7 +46,12 @@ def failure_lines(section: FailureSection) -> list[str]:
     ]
     if section.details:
         lines.append("")
-        lines += [f"- {_shorten(d)}" for d in section.details]
+        for d in section.details:
+            first, _, rest = d.partition("\n")
+            lines.append(f"- {_shorten(first)}")
+            if rest:  # quoted output (a crashed worker's stderr): kept whole, as a block
+                quoted = [f"  {line}" for line in rest[:_QUOTED_MAX_CHARS].splitlines()]
+                lines += ["", "  ```", *quoted, "  ```"]
     lines.append("")
     return lines
 
@@ -76,11 +82,15 @@ def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
             for section in (f for f in failures if f.summary.family == family):
                 lines += failure_lines(section)
     if passing:
-        lines += [f"## Passing ({len(passing)})", ""]
+        # Folded: a CI page or an issue shows the failures; the passing cases open on a click (GitHub renders
+        # Markdown inside <details> when blank lines surround it).
+        fold = f"<details><summary>{len(passing)} cases as expected</summary>"
+        lines += [f"## Passing ({len(passing)})", "", fold, ""]
         for family in sorted({s.family for s in passing}):
             lines += [f"### family `{family}`", ""]
             lines += table_lines(cases_table([s for s in passing if s.family == family], with_family=False))
             lines.append("")
+        lines += ["</details>", ""]
     return "\n".join(lines)
 
 

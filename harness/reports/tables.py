@@ -248,6 +248,9 @@ def environment_table(fp: dict[str, str], folded: bool) -> Table:
         ("compilers", f"nvcc: {get('nvcc')}; hipcc: {get('hipcc')}; g++: {get('gxx')}"),
         ("CPU", f"{get('cpu_model')}, affinity {get('cpu_affinity')}"),
         ("python", get("python")),
+        ("OS / libraries", f"{get('os')}; {get('cudnn')}; {get('triton')}; {get('numpy')}"),
+        ("allocator / launch", f"{get('allocator_config')}; {get('runtime_env')}"),
+        ("case files / their packages", f"{get('case_files')} / {get('case_packages')}"),
         ("commit / sources", f"{get('git_commit')} / {get('source_digest')}"),
         ("host / time", f"{get('hostname')} / {get('time')}"),
     )
