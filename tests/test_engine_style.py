@@ -211,3 +211,13 @@ def test_reference_of_a_padded_case_sees_exactly_the_valid_rows() -> None:
     result = check(Case("ref_rows", make, lambda x: x * 2, reference=reference, buckets=(2, 4)), "cpu")
     assert result.verdict == V.PASS, result.detail
     assert sorted(set(seen)) == [1, 2, 3, 4]  # bucket 2: 1 and 2 rows; bucket 4: 3 and 4 rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ENGINE_CASES))
+def test_engine_case_gets_its_expected_verdict_on_the_gpu(name: str) -> None:
+    """The same pairs on real CUDA/HIP graphs: bucket graphs share one pool (GpuBackend.shared_pool)."""
+    case = ENGINE_CASES[name]
+    result = check(case, "gpu")
+    assert result.verdict == case.expect, result.detail
+    assert result.rows
