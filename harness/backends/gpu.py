@@ -113,7 +113,8 @@ class _Lifetime:
         with self.lock:
             if graph is not None:
                 self.graphs.append(graph)
-            if pool is not None and id(pool) in self.pools:
+            # A pool shared by several graphs (GpuBackend.shared_pool) is retired once per graph: one entry.
+            if pool is not None and id(pool) in self.pools and id(pool) not in self.retired:
                 self.retired.append(id(pool))
 
     def keep_forever(self, graph: Any, pool: Any) -> None:
