@@ -40,8 +40,12 @@ def _private_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 DEFAULT_COUNTS = dataclasses.replace(S.PROFILES["default"], seconds=3600.0)
 
 
-def _search(case: Case) -> Result:
-    return S.search(case, CPU, lambda bound: check(bound, CPU), budget=DEFAULT_COUNTS)
+BACKENDS = ["cpu", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+def _search(case: Case, backend: str = "cpu") -> Result:
+    be = CPU if backend == "cpu" else get_backend(backend)
+    return S.search(case, be, lambda bound: check(bound, be), budget=DEFAULT_COUNTS)
 
 
 def _case(name: str) -> Case:
@@ -50,26 +54,30 @@ def _case(name: str) -> Case:
     return REGISTRY.get(name)
 
 
-def test_block_tail_control_is_found_and_shrunk_to_t33() -> None:
-    result = _search(_case("shape_search.block_tail.buggy"))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_block_tail_control_is_found_and_shrunk_to_t33(backend: str) -> None:
+    result = _search(_case("shape_search.block_tail.buggy"), backend)
     assert result.verdict == "uninitialized" and result.ok
     assert "smallest failing sizes T=33,H=1 " in result.detail
     assert "graphsafe repro shape_search.block_tail.buggy --sizes T=33,H=1 --seed 0" in result.detail
     assert all(r.detail.startswith("sizes T=33,H=1") for r in result.rows)
 
 
-def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts() -> None:
-    result = _search(_case("shape_search.empty_expert.buggy"))
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts(backend: str) -> None:
+    result = _search(_case("shape_search.empty_expert.buggy"), backend)
     assert result.verdict == "uninitialized" and result.ok
     assert "smallest failing sizes T=1,E=2,H=1 " in result.detail
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("name", ["shape_search.block_tail.fixed", "shape_search.empty_expert.fixed"])
-def test_fixed_twins_pass_over_every_t(name: str) -> None:
+def test_fixed_twins_pass_over_every_t(name: str, backend: str) -> None:
     """The sweep alone covers every T of the block control (256 + 64 values round-robin)."""
     budget = S.Budget(examples=40, sweep=330, seconds=600, shrink_checks=50)
     case = _case(name)
-    result = S.search(case, CPU, lambda bound: check(bound, CPU), budget=budget)
+    be = CPU if backend == "cpu" else get_backend(backend)
+    result = S.search(case, be, lambda bound: check(bound, be), budget=budget)
     assert result.verdict == "pass", result.detail
     assert "every verdict pass" in result.detail
 
