@@ -9,7 +9,8 @@ what the probe changed, so the protocol's own first call (the warm-up with A) me
 
 What it restores: names bound, rebound or deleted in those namespaces (data only: functions, classes and
 modules are left alone, so lazily defined helpers and registrations stay), the contents of dict/list/set
-values changed in place, and the values of tensors written in place (up to MAX_TENSOR_BYTES each).
+values changed in place, and the values of tensors written in place (up to MAX_TENSOR_BYTES each and
+MAX_TOTAL_TENSOR_BYTES in all).
 What it cannot see: state held in C++ (an extension's statics, a custom op's C++ cache), in other modules the
 op reaches only through imports, and state filled by an earlier case in the same process.
 """
@@ -31,6 +32,9 @@ _LIBRARY_PACKAGES = frozenset({"torch", _HARNESS_PACKAGE, "builtins", "functools
 # A module-level weight table is read, not written, by a correct op; cloning big ones on every case would
 # cost time for nothing. State that leaks from A is a scale, a table of offsets, a cached noise vector.
 MAX_TENSOR_BYTES = 16 << 20
+# All copies of one snapshot together: a module holding many mid-sized tensors (a weight table) must not
+# double the process's memory on every check. Past the bound, later tensors are not restored.
+MAX_TOTAL_TENSOR_BYTES = 256 << 20
 _SEARCH_DEPTH = 3
 
 
@@ -112,6 +116,7 @@ class PythonState:
         self._cells = [(cell, cell.cell_contents) for cell in cells]
         self._containers: list[tuple[Any, Any]] = []
         self._tensors: list[tuple[torch.Tensor, torch.Tensor]] = []
+        self._tensor_bytes = 0
         for _, saved in self._spaces:
             for value in saved.values():
                 self._remember(value, depth=0)
@@ -120,8 +125,14 @@ class PythonState:
 
     def _remember(self, value: Any, depth: int) -> None:
         if isinstance(value, torch.Tensor):
-            if value.layout == torch.strided and value.numel() * value.element_size() <= MAX_TENSOR_BYTES:
+            size = value.numel() * value.element_size()
+            if (
+                value.layout == torch.strided
+                and size <= MAX_TENSOR_BYTES
+                and self._tensor_bytes + size <= MAX_TOTAL_TENSOR_BYTES
+            ):
                 self._tensors.append((value, value.detach().clone()))
+                self._tensor_bytes += size
             return
         if isinstance(value, dict):
             self._containers.append((value, dict(value)))

@@ -329,3 +329,24 @@ def test_finite_poison_pattern_catches_a_read_that_nan_hides() -> None:
     result = check(Case(name="t_fmax_unwritten", make_inputs=_inputs, op=fmax_with_unwritten), "cpu")
     by_pattern = {p: {r.row_verdict for r in result.rows if r.pattern == p} for p in ("0xff", "0x7f")}
     assert by_pattern == {"0xff": {"pass"}, "0x7f": {"uninitialized"}}, result.detail
+
+
+def test_python_state_copies_tensors_up_to_its_total_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A module-level weight table must not be cloned whole on every check: past the bound, no copy."""
+    import harness.hidden_state as hidden_state
+
+    monkeypatch.setattr(hidden_state, "MAX_TOTAL_TENSOR_BYTES", 16)
+    tables = [torch.zeros(4), torch.zeros(4)]  # 16 bytes each: the first fits, the second does not
+
+    def writes_both(x: torch.Tensor) -> torch.Tensor:
+        for t in tables:
+            t.add_(1.0)
+        return x
+
+    state = PythonState(writes_both)
+    writes_both(torch.ones(1))
+    state.restore()
+    # The op's module holds small tensors of its own: whatever was copied stays within the bound, and the
+    # last table, past it, keeps the op's write.
+    assert state._tensor_bytes <= 16
+    assert torch.equal(tables[1], torch.ones(4))
