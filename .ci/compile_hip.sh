@@ -6,6 +6,9 @@
 #   clang-19 -x hip   -> gfx942, gfx1100, gfx1201 device assembly (-S --cuda-device-only -nogpulib): Debian
 #                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only.
+# Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
+# assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
+# vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
 # Usage: .ci/compile_hip.sh [file.hip ...]   (default: every kernels/*/*.hip and harness/native/*.hip)
 # Installs hipcc/clang-19 with apt-get when missing (CI images); nvcc must come with the image.
 set -uo pipefail
@@ -28,6 +31,7 @@ pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysc
   echo "FAIL: pybind11 not importable by $py (pip install pybind11)" >&2; exit 2; }
 read -r pybind_inc python_inc <<<"$pyinc"
 inc=(-isystem "$pybind_inc" -isystem "$python_inc")
+MFMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip)
 failures=0
 run() {  # run <file> <target> <command...>
   local file=$1 target=$2; shift 2
@@ -53,10 +57,24 @@ for f in "${files[@]}"; do
     run "$f" "$arch" clang-19 -x hip -std=c++17 -O2 -ffp-contract=off --offload-arch="$arch" -nogpulib \
       --cuda-device-only -S "${inc_mod[@]}" "$f" -o "$out/$base.$arch.s"
   done
+  for m in "${MFMA_SOURCES[@]}"; do
+    [ "$f" = "$m" ] || continue
+    run "$f" gfx90a-asm clang-19 -x hip -std=c++17 -O2 -ffp-contract=off --offload-arch=gfx90a -nogpulib \
+      --cuda-device-only -S "${inc_mod[@]}" "$f" -o "$out/$base.gfx90a.s"
+    for arch in gfx90a gfx942; do
+      count=$(grep -c 'v_mfma' "$out/$base.$arch.s" 2>/dev/null)
+      if [ "${count:-0}" -gt 0 ]; then
+        echo "ok    $arch  $f: $count MFMA instructions"
+      else
+        echo "FAIL  $arch  $f: no MFMA instruction (v_mfma) in the assembly"
+        failures=$((failures + 1))
+      fi
+    done
+  done
   run "$f" sm_90 nvcc -x cu -std=c++17 -O2 -arch=sm_90 --fmad=false "${inc_mod[@]}" -c "$f" -o "$out/$base.sm_90.o"
 done
 if [ "$failures" -gt 0 ]; then
   echo "$failures compile(s) failed"
   exit 1
 fi
-echo "all ${#files[@]} HIP sources compiled for gfx90a, gfx942, gfx1100, gfx1201, sm_90"
+echo "all ${#files[@]} HIP sources compiled for gfx90a, gfx942, gfx1100, gfx1201, sm_90; MFMA found where required"

@@ -4,10 +4,11 @@ Reports, in one run on one GPU: weight bandwidth as a fraction of the device cop
 the same run (a D2D copy of the same byte count), time against a per-expert bf16 torch matmul loop and
 torch._grouped_mm (where present), and the zero-fill overhead table of aiter PR #5831 (2T/(E*K), zeros time,
 GEMM time, overhead), the op's time eager and replayed from a CUDA graph (graph_ms: how a decode step
-runs it, without Python dispatch and launch gaps), and which kernel ran (moe_gemm_ops.kernel_path). Skips cleanly without a GPU.
+runs it, without Python dispatch and launch gaps), which kernel ran (moe_gemm_ops.kernel_path), and the
+host time of one eager call of the op (host_us; torch._grouped_mm's beside it). Skips cleanly without a GPU.
 The kernel's own variants (e4m3 decode, tensor-core path) are swept by bench/moe_gemm_variants.cu.
 
-    python bench/moe_gemm.py --out reports/bench_moe_gemm.csv [--fmt mxfp8 ...]
+    python bench/moe_gemm.py --out reports/bench_moe_gemm.csv [--fmt mxfp8 ...] [--shapes Hy4-TP8-decode ...]
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
+import time
 
 import torch
 
@@ -52,6 +54,23 @@ def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
     return best
 
 
+def host_us(fn, iters: int = 30, trials: int = 3) -> float:
+    """Host microseconds per call: `iters` back-to-back calls timed on the host clock with no synchronisation
+    inside (the launches queue up; 30 calls of at most 2 kernels stay far below the launch queue's depth),
+    the best of `trials`. What an eager caller pays in Python, dispatch, checks and launches per call; 30 x 3
+    calls keep the 40 ms MXFP4 prefill row at about 4 s."""
+    fn()
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / iters)
+        torch.cuda.synchronize()
+    return best * 1e6
+
+
 def _captured(fn) -> torch.cuda.CUDAGraph:
     """fn captured in a CUDA graph, as a decode step runs it (no per-call Python dispatch or launch gaps)."""
     side = torch.cuda.Stream()
@@ -78,6 +97,8 @@ def bench_shape(name, e, n, k, tpe, fmt):
     bmap = routing.block_map_from_group_sizes(sizes, rows, block_m)
     x = torch.randn(rows, k, device=dev).to(torch.bfloat16)
     gemm_ms = _time_ms(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
+    w, s, g = moe_gemm_ops.kn_views(q)
+    op_host_us = host_us(lambda: torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, block_m))
     graph_ms = _time_ms(_captured(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m)).replay)
     wbytes = _weight_bytes(q)
     src = torch.empty(wbytes, dtype=torch.uint8, device=dev)
@@ -89,11 +110,12 @@ def bench_shape(name, e, n, k, tpe, fmt):
     wb = torch.randn(e, k, n, device=dev).to(torch.bfloat16)
     xs = x.view(e, tpe, k)
     loop_ms = _time_ms(lambda: [xs[i] @ wb[i] for i in range(e)])
-    grouped_ms = float("nan")
+    grouped_ms = grouped_host_us = float("nan")
     if hasattr(torch, "_grouped_mm"):
         offs = torch.arange(tpe, rows + 1, tpe, device=dev, dtype=torch.int32)
         try:
             grouped_ms = _time_ms(lambda: torch._grouped_mm(x, wb, offs=offs))
+            grouped_host_us = host_us(lambda: torch._grouped_mm(x, wb, offs=offs))
         except RuntimeError as exc:  # shape/arch restrictions of the private op
             print(f"  torch._grouped_mm unavailable here: {exc}".splitlines()[0], file=sys.stderr)
     return {
@@ -114,6 +136,8 @@ def bench_shape(name, e, n, k, tpe, fmt):
         "graph_frac_of_copy_bw": round(wbytes / graph_ms / 1e6 / copy_gbs, 3),
         "bf16_loop_ms": round(loop_ms, 4),
         "grouped_mm_ms": round(grouped_ms, 4),
+        "host_us": round(op_host_us, 1),
+        "grouped_mm_host_us": round(grouped_host_us, 1),
         "2T_over_EK": round(2 * rows / (e * k), 3),
         "zeros_ms": round(zeros_ms, 4),
         "zero_fill_overhead": round(zeros_ms / gemm_ms, 4),
@@ -124,13 +148,15 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="CSV path for the results")
     parser.add_argument("--fmt", nargs="*", default=["mxfp8", "bf16", "mxfp4"], choices=quant.FORMATS)
+    names = [shape[0] for shape in SHAPES]
+    parser.add_argument("--shapes", nargs="*", default=names, choices=names)
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench/moe_gemm.py: no CUDA/ROCm device; skipped")
         return 0
     rows = []
     for fmt in args.fmt:
-        for shape in SHAPES:
+        for shape in (sh for sh in SHAPES if sh[0] in args.shapes):
             row = bench_shape(*shape, fmt)
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)

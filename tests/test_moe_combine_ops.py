@@ -192,3 +192,34 @@ def test_gpu_bitwise_equals_cpu_implementation(mix, shape):
     ]  # fmt: skip
     for got, want in pairs:
         assert torch.equal(_bits(got.cpu()), _bits(want))
+
+
+def test_checks_run_once_per_signature_and_a_new_signature_is_checked(monkeypatch):
+    """The eager call's host cost: _check_combine runs once per argument signature; another signature
+    (shape, stride, dtype, out_dtype) is checked again, so a bad argument after a good call is refused."""
+    calls = []
+    real = ops._check_combine
+    monkeypatch.setattr(ops, "_check_combine", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(ops, "_PLANS", {})
+    x, w, s, _ = _inputs(5, 3, 33)
+    first = torch.ops.graphsafe.moe_combine(x, w, s, 0.7, None)
+    assert torch.equal(torch.ops.graphsafe.moe_combine(x.clone(), w, s, 0.7, None), first)
+    assert len(calls) == 1
+    torch.ops.graphsafe.moe_combine(x, w, s, 0.7, F32)
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match=r"expert_out.*allowed: torch\.float32"):
+        torch.ops.graphsafe.moe_combine(x.half(), w, s, 0.7, None)
+
+
+def test_cached_call_with_a_strided_last_dimension_matches_the_contiguous_one():
+    x, w, s, gate = _inputs(5, 3, 33)
+    xt = x.transpose(1, 2).contiguous().transpose(1, 2)  # same values, stride(-1) == 3
+    st = s.t().contiguous().t()
+    assert xt.stride(-1) != 1 and st.stride(-1) != 1
+    want = torch.ops.graphsafe.moe_combine(x, w, s, 0.7, None)
+    want_gate = torch.ops.graphsafe.moe_combine_gate(x, w, s, gate, 0.7, None)
+    want_shared = torch.ops.graphsafe.shared_expert_gate(gate, s, None)
+    for _ in range(2):  # the second call goes through the cached plan
+        assert torch.equal(torch.ops.graphsafe.moe_combine(xt, w, st, 0.7, None), want)
+        assert torch.equal(torch.ops.graphsafe.moe_combine_gate(xt, w, st, gate, 0.7, None), want_gate)
+        assert torch.equal(torch.ops.graphsafe.shared_expert_gate(gate, st, None), want_shared)

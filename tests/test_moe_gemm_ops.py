@@ -372,3 +372,35 @@ def test_fp8_decode_of_every_byte_in_every_word_position_matches_torch(fmt: str,
             assert torch.equal(got[finite].view(torch.int32), want[finite].view(torch.int32)), (byte, pos)
             checked += 1
     assert checked == 256 * 4
+
+
+def test_checks_run_once_per_signature_and_a_new_signature_is_checked(monkeypatch):
+    """The eager call's host cost: _validate and the workspace query run once per argument signature (shapes,
+    strides, dtypes, devices, fmt, block_m, 16-byte alignment of x and w); a call with another signature is
+    checked again, so a bad argument after a good call is still refused by name."""
+    calls = []
+    real = mo._validate
+    monkeypatch.setattr(mo, "_validate", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(mo, "_PLANS", {})
+    x, q, bmap = _problem("mxfp8")
+    w, s, g = mo.kn_views(q)
+    first = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "mxfp8", 4)
+    second = torch.ops.graphsafe.moe_gemm(x.clone(), w, s, g, bmap, "mxfp8", 4)
+    assert len(calls) == 1 and torch.equal(first, second)
+    torch.ops.graphsafe.moe_gemm(x[:-1], w, s, g, bmap, "mxfp8", 4)  # one row fewer: a new signature
+    assert len(calls) == 2
+    with pytest.raises(ValueError, match=r"x must be a 2-D torch\.bfloat16"):
+        torch.ops.graphsafe.moe_gemm(x.half(), w, s, g, bmap, "mxfp8", 4)
+    with pytest.raises(ValueError, match=r"block_map must be torch\.int32"):
+        torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap.long(), "mxfp8", 4)
+
+
+def test_cached_call_with_a_strided_block_map_matches_the_contiguous_one():
+    x, q, bmap = _problem("bf16")
+    w, s, g = mo.kn_views(q)
+    strided = torch.zeros(bmap.shape[0], 6, dtype=torch.int32)[:, ::2]
+    strided.copy_(bmap)
+    assert not strided.is_contiguous()
+    want = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "bf16", 4)
+    for _ in range(2):  # the second call goes through the cached plan
+        assert torch.equal(torch.ops.graphsafe.moe_gemm(x, w, s, g, strided, "bf16", 4), want)

@@ -1,11 +1,13 @@
-"""Torch custom op ``graphsafe::moe_gemm``: grouped, weight-quantized MoE GEMM over a sync-free block map.
+"""Torch operator ``graphsafe::moe_gemm``: grouped, weight-quantized MoE GEMM over a sync-free block map.
 
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
-g++ module). The GPU's CUDA-core kernel does the CPU twin's f32
+g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
+argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call. The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
 on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
 larger: 4 row tiles per warp), deterministic and within TOLERANCE of the twin but not bitwise equal
-(`kernel_path` says which family runs). The ring's fp8 path reads x as row-scaled f16 that the op's first
+(`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
+(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The ring's fp8 path reads x as row-scaled f16 that the op's first
 kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
@@ -25,7 +27,7 @@ import types
 import torch
 from torch import Tensor
 
-from kernels.common import native
+from kernels.common import custom_ops, native
 from kernels.common.quant import FORMAT_CODES, FORMATS, QuantizedWeight
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
@@ -113,8 +115,38 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
     return r, k, n
 
 
-@torch.library.custom_op("graphsafe::moe_gemm", mutates_args=())
-def moe_gemm_op(
+# A plan is what _validate concludes for one argument signature (shapes, strides, dtypes, devices, fmt,
+# block_m, and whether x and w start on 16 bytes, which picks the kernel): the module, the sizes and strides
+# handed to C++ and the workspace the launch needs. Each signature is checked once and asks C++ for its
+# workspace size once; later calls build a key, look it up and make one pybind call (the per-call host cost
+# bench/moe_gemm.py reports as host_us). Bounded: a server whose token count changes every step meets a
+# few thousand keys.
+_PLANS: dict[tuple, tuple] = {}
+_PLAN_LIMIT = 4096
+
+
+def _meta(t: Tensor | None) -> tuple | None:
+    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+
+
+def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
+    r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
+    if not isinstance(block_m, int) or block_m < 1:
+        raise ValueError(f"moe_gemm: block_m must be a positive int, got {block_m!r}")
+    index = -1 if x.device.type == "cpu" else x.device.index
+    probe_map = block_map.contiguous()
+    probe_out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
+    module, args = module_and_args(x, w, w_scale, w_global, probe_map, fmt, probe_out, block_m)
+    nbytes = module.workspace_bytes(*args)
+    if len(_PLANS) >= _PLAN_LIMIT:
+        _PLANS.clear()
+    # args with the pointers (x 1, w 7, scale 11, global 17, block_map 19, out 21) filled per call
+    plan = (module, index, r, n, not block_map.is_contiguous(), nbytes, tuple(args))
+    _PLANS[key] = plan
+    return plan
+
+
+def moe_gemm_impl(
     x: Tensor,
     w: Tensor,
     w_scale: Tensor | None,
@@ -124,22 +156,28 @@ def moe_gemm_op(
     block_m: int,
     zero_unwritten: bool = True,
 ) -> Tensor:
-    r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
+    xp, wp = x.data_ptr(), w.data_ptr()
+    key = (
+        fmt, block_m, _meta(x), _meta(w), _meta(w_scale), _meta(w_global), _meta(block_map), xp & 15, wp & 15
+    )  # fmt: skip
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m)
+    module, index, r, n, copy_map, nbytes, a = plan
+    if copy_map:
+        block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
     out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
-    block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
-    module, args = module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m)
     # The fp8 ring path reads x as row-scaled f16 that the op's first kernel writes here (moe_gemm.hip,
     # gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read.
-    nbytes = module.workspace_bytes(*args)
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
     module.moe_gemm(
-        *args, int(zero_unwritten), workspace.data_ptr() if workspace is not None else 0, nbytes, _stream(x)
-    )
+        a[0], xp, a[2], a[3], a[4], a[5], a[6], wp, a[8], a[9], a[10],
+        w_scale.data_ptr() if w_scale is not None else 0, a[12], a[13], a[14], a[15], a[16],
+        w_global.data_ptr() if w_global is not None else 0, a[18], block_map.data_ptr(), a[20], out.data_ptr(),
+        block_m, int(zero_unwritten), 0 if workspace is None else workspace.data_ptr(), nbytes,
+        0 if index < 0 else torch._C._cuda_getCurrentRawStream(index),
+    )  # fmt: skip
     return out
-
-
-def _stream(x: Tensor) -> int:
-    return torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
 
 
 def module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
@@ -182,7 +220,8 @@ def module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tu
 
 def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) -> str:
     """Which kernel moe_gemm runs for these arguments: "cuda_core" (the CPU twin's bits) or "tensor_core"
-    (CUDA sm_80+, bf16/mxfp8/block_fp8, block_m > 4, 16-byte-aligned K-contiguous operands: deterministic,
+    (CUDA sm_80+ or AMD gfx90a/gfx94x/gfx950 (MFMA), bf16/mxfp8/block_fp8, block_m > 4, 16-byte-aligned
+    K-contiguous operands: deterministic,
     within TOLERANCE of the twin but not bitwise equal). The CPU module always answers "cuda_core"."""
     w, s, g = kn_views(q)
     _validate(x, w, s, g, block_map, q.fmt)
@@ -192,10 +231,12 @@ def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) 
     return module.kernel_path(*args)
 
 
-@moe_gemm_op.register_fake
-def _(x, w, w_scale, w_global, block_map, fmt, block_m, zero_unwritten=True):
+def _moe_gemm_fake(x, w, w_scale, w_global, block_map, fmt, block_m, zero_unwritten=True):
     r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
     return x.new_empty(r, n)
+
+
+moe_gemm_op = custom_ops.define("graphsafe::moe_gemm", moe_gemm_impl, _moe_gemm_fake)
 
 
 # ------------------------------------------------------------------------------------------ helpers
