@@ -38,6 +38,7 @@ import inspect
 import json
 import os
 import random
+import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -113,8 +114,6 @@ def database_dir() -> Path:
 
 def validate_sizes(label: str, sizes: Any, make_inputs: Callable[..., Any]) -> dict[str, Any]:
     """Check a Case's `sizes` field; returns it as a plain dict. Raises CaseError naming the field."""
-    from hypothesis.strategies import SearchStrategy
-
     if not isinstance(sizes, Mapping) or not sizes:
         raise CaseError(
             label,
@@ -130,7 +129,7 @@ def validate_sizes(label: str, sizes: Any, make_inputs: Callable[..., Any]) -> d
         if isinstance(space, range):
             if len(space) == 0:
                 raise CaseError(label, "sizes", f"size {name!r} has an empty range {space!r}")
-        elif not isinstance(space, SearchStrategy):
+        elif not _is_strategy(space):
             raise CaseError(
                 label,
                 "sizes",
@@ -149,6 +148,13 @@ def validate_sizes(label: str, sizes: Any, make_inputs: Callable[..., Any]) -> d
     except ValueError:  # no signature to check (a builtin): the first call says what is wrong
         pass
     return checked
+
+
+def _is_strategy(value: Any) -> bool:
+    # A strategy object exists only once Hypothesis is imported: a suite of range-only size spaces (the
+    # built-in one) registers its cases without importing Hypothesis in every worker.
+    strategies = sys.modules.get("hypothesis.strategies")
+    return strategies is not None and isinstance(value, strategies.SearchStrategy)
 
 
 def strategy(sizes: Mapping[str, Any]) -> Any:
