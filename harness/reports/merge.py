@@ -1,0 +1,228 @@
+"""Fanning a run out over machines and bringing it back: `verify --shard I/N` and `report merge DIR... --out DIR`.
+
+A shard is a deterministic part of the selected cases: case c is in shard I of N when
+sha256(c.name) mod N == I-1. The hash of the name alone (not the order of the suite, not Python's salted
+hash()) puts a case in the same shard on every machine, whatever else that machine loaded, so any CI matrix,
+Slurm array or Kubernetes indexed Job runs `verify --shard $I/$N` and the shards cover the run exactly once.
+
+`merge` joins the shards' run directories into one: results.csv (every row, once), fingerprint.json (the
+first shard's, with the values that differ between shards joined, the shard list and where each came from)
+and the reports rendered from the merged rows. It refuses, naming what and where (exit 2 in the CLI):
+- a case in two inputs (the shards overlap, or one directory was given twice);
+- shards of different N, a shard given twice, or a missing shard, unless --allow-missing-shards;
+- inputs from different platforms (harness.reports.baseline.platform_slug: "cpu", "nvidia-h200-sm_90")
+  or different sources (fingerprint source_digest), unless --allow-mixed-platforms: one report should
+  describe one platform and one version of the code; a comparison across platforms is `report compare`.
+A shard whose results.csv says the run stopped early is merged and the merged reports say so.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from harness.reports import fingerprint as fingerprint_mod
+from harness.reports.results import (
+    COLUMNS,
+    FLOAT_COLUMNS,
+    NOTES_KEY,
+    STATUS_KEY,
+    cell_text,
+    completeness_sentence,
+    read_results,
+    results_csv,
+)
+from harness.reports.tables import case_sources
+
+SHARD_KEY = "shard"  # fingerprint key: "I/N" for a shard's run, "" otherwise
+MERGED_FROM_KEY = "merged_from"
+_SHARD_PATTERN = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+class MergeError(Exception):
+    """Inputs that must not be merged; the message names the input and the reason."""
+
+
+@dataclass(frozen=True, order=True)
+class Shard:
+    index: int  # 1-based
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def holds(self, case_name: str) -> bool:
+        return shard_index(case_name, self.count) == self.index
+
+
+def parse_shard(text: str) -> Shard:
+    """ "I/N" with 1 <= I <= N; ValueError naming the allowed form otherwise."""
+    match = _SHARD_PATTERN.match(text)
+    if not match:
+        raise ValueError(f"--shard must be I/N (e.g. 1/4), got {text!r}")
+    index, count = int(match.group(1)), int(match.group(2))
+    if count < 1 or not 1 <= index <= count:
+        raise ValueError(f"--shard {text}: I must be between 1 and N (N >= 1)")
+    return Shard(index, count)
+
+
+def shard_index(case_name: str, count: int) -> int:
+    """The 1-based shard of a case among `count`: sha256 of the UTF-8 name, mod count, plus one."""
+    digest = hashlib.sha256(case_name.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+# ---------------------------------------------------------------------------------------------- merge
+
+
+@dataclass
+class MergedRun:
+    out: Path
+    rows: pd.DataFrame
+    fingerprint: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.notes
+
+
+def _platform(fp: dict[str, str]) -> str:
+    from harness.reports.baseline import platform_slug  # baseline imports the table model; keep merge light
+
+    return platform_slug(fp) if fp else "unknown"
+
+
+def _check_shards(inputs: list[tuple[Path, dict[str, str]]], allow_missing: bool) -> list[str]:
+    shards: dict[Shard, Path] = {}
+    for path, fp in inputs:
+        text = fp.get(SHARD_KEY, "")
+        if not text:
+            continue
+        shard = parse_shard(text)
+        if shard in shards:
+            raise MergeError(f"shard {shard} is in both {shards[shard]} and {path}")
+        shards[shard] = path
+    counts = {s.count for s in shards}
+    if len(counts) > 1:
+        raise MergeError(
+            "the inputs are shards of different splits: "
+            + ", ".join(f"{p} is {s}" for s, p in sorted(shards.items()))
+        )
+    notes = []
+    if counts:
+        count = counts.pop()
+        missing = sorted(set(range(1, count + 1)) - {s.index for s in shards})
+        if missing:
+            listed = ", ".join(f"{i}/{count}" for i in missing)
+            if not allow_missing:
+                raise MergeError(f"shards {listed} are missing (--allow-missing-shards merges what is there)")
+            notes.append(f"shards {listed} are missing: their cases are not in this report")
+    return notes
+
+
+def _merged_fingerprint(inputs: list[tuple[Path, dict[str, str]]]) -> dict[str, str]:
+    """Every key of every input; a key whose values differ gets them all, in input order, joined by ' | '."""
+    keys: dict[str, None] = {}
+    for _, fp in inputs:
+        keys.update(dict.fromkeys(fp))
+    merged: dict[str, str] = {}
+    for key in keys:
+        values = list(dict.fromkeys(fp.get(key, fingerprint_mod.NA) for _, fp in inputs))
+        merged[key] = values[0] if len(values) == 1 else " | ".join(values)
+    shards = [fp.get(SHARD_KEY, "") for _, fp in inputs]
+    merged[SHARD_KEY] = ""
+    merged["shards"] = ", ".join(s for s in shards if s)
+    merged[MERGED_FROM_KEY] = " | ".join(str(p) for p, _ in inputs)
+    # Repro commands load every case file any shard loaded.
+    sources: dict[str, None] = {}
+    for _, fp in inputs:
+        sources.update(dict.fromkeys(case_sources(fp)))
+    merged["case_sources"] = shlex.join(sources)
+    return merged
+
+
+def merge_runs(
+    inputs: Sequence[Path | str],
+    out: Path | str,
+    *,
+    allow_mixed_platforms: bool = False,
+    allow_missing_shards: bool = False,
+) -> MergedRun:
+    """Merge run directories into `out` (results.csv, fingerprint.json); the caller renders the reports."""
+    if not inputs:
+        raise MergeError("no run directories to merge")
+    out = Path(out)
+    read: list[tuple[Path, dict[str, str], pd.DataFrame]] = []
+    for item in inputs:
+        path = Path(item)
+        if not results_csv(path).is_file():
+            raise MergeError(f"{path} has no results.csv (is it a run directory?)")
+        if path.resolve() == out.resolve():
+            raise MergeError(f"--out {out} is also an input")
+        read.append((path, fingerprint_mod.read(path), read_results(path)))
+    pairs = [(p, fp) for p, fp, _ in read]
+
+    platforms = {p: _platform(fp) for p, fp in pairs}
+    digests = {p: fp.get("source_digest", fingerprint_mod.NA) for p, fp in pairs}
+    notes: list[str] = []
+    for what, values in (("platforms", platforms), ("sources (source_digest)", digests)):
+        if len(set(values.values())) > 1:
+            listed = ", ".join(f"{p}: {v}" for p, v in values.items())
+            if not allow_mixed_platforms:
+                raise MergeError(
+                    f"the inputs differ in {what}: {listed} (--allow-mixed-platforms merges them)"
+                )
+            notes.append(f"merged across {what}: {listed}")
+    notes = _check_shards(pairs, allow_missing_shards) + notes
+
+    owner: dict[str, Path] = {}
+    for path, _, df in read:
+        for case in dict.fromkeys(df["case"].tolist()):
+            if case in owner:
+                raise MergeError(f"case {case!r} is in both {owner[case]} and {path}")
+            owner[case] = path
+        status = df.attrs.get(STATUS_KEY)
+        incomplete = completeness_sentence(status)
+        if incomplete:
+            notes.append(f"{path}: {incomplete}")
+        notes += [f"{path}: {n}" for n in df.attrs.get(NOTES_KEY) or []]
+
+    rows = pd.concat([df for _, _, df in read], ignore_index=True) if read else pd.DataFrame()
+    rows.attrs = {}
+    out.mkdir(parents=True, exist_ok=True)
+    if (out / "results.csv").exists():
+        raise MergeError(f"{out} already holds a results.csv; merge into a new directory")
+    _write_rows(out / "results.csv", rows)
+    fp = _merged_fingerprint(pairs)
+    fp["merge_notes"] = " | ".join(notes)
+    fingerprint_mod.write(out, fp)
+    merged = read_results(out)
+    merged.attrs[NOTES_KEY] = list(notes)
+    return MergedRun(out, merged, fp, notes)
+
+
+def _write_rows(path: Path, rows: pd.DataFrame) -> None:
+    """Normalized rows back to results.csv text: NaN (not applicable) -> "", inf stays "inf"."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=COLUMNS)
+        writer.writeheader()
+        for record in rows.to_dict("records"):
+            line = {}
+            for column in COLUMNS:
+                value = record.get(column, "")
+                if column in FLOAT_COLUMNS:
+                    value = "" if isinstance(value, float) and math.isnan(value) else cell_text(float(value))
+                line[column] = "" if value is None else str(value)
+            writer.writerow(line)
+
+
+__all__ = ["MergeError", "MergedRun", "Shard", "merge_runs", "parse_shard", "shard_index"]
