@@ -13,7 +13,8 @@ and the reports rendered from the merged rows. It refuses, naming what and where
 - inputs from different platforms (harness.reports.baseline.platform_slug: "cpu", "nvidia-h200-sm_90")
   or different sources (fingerprint source_digest), unless --allow-mixed-platforms: one report should
   describe one platform and one version of the code; a comparison across platforms is `report compare`.
-A shard whose results.csv says the run stopped early is merged and the merged reports say so.
+A shard whose results.csv says the run stopped early is merged: the merged results.csv opens with the
+INCOMPLETE status line naming that shard and every case that never ran, so every report says so first.
 """
 
 from __future__ import annotations
@@ -33,12 +34,14 @@ from harness.reports import fingerprint as fingerprint_mod
 from harness.reports.results import (
     COLUMNS,
     FLOAT_COLUMNS,
+    INCOMPLETE,
     NOTES_KEY,
     STATUS_KEY,
     cell_text,
     completeness_sentence,
     read_results,
     results_csv,
+    status_line,
 )
 from harness.reports.tables import case_sources
 
@@ -88,11 +91,13 @@ class MergedRun:
     out: Path
     rows: pd.DataFrame
     fingerprint: dict[str, str]
-    notes: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # shown first in every report
+    stopped_early: str = ""  # the INCOMPLETE sentence when a shard stopped early
 
     @property
     def complete(self) -> bool:
-        return not self.notes
+        """Every shard there and finished (a merge across platforms, when allowed, is complete)."""
+        return not self.stopped_early and not any(n.startswith("shards ") for n in self.notes)
 
 
 def _platform(fp: dict[str, str]) -> str:
@@ -185,15 +190,15 @@ def merge_runs(
     notes = _check_shards(pairs, allow_missing_shards) + notes
 
     owner: dict[str, Path] = {}
+    stopped: list[tuple[Path, dict]] = []
     for path, _, df in read:
         for case in dict.fromkeys(df["case"].tolist()):
             if case in owner:
                 raise MergeError(f"case {case!r} is in both {owner[case]} and {path}")
             owner[case] = path
         status = df.attrs.get(STATUS_KEY)
-        incomplete = completeness_sentence(status)
-        if incomplete:
-            notes.append(f"{path}: {incomplete}")
+        if completeness_sentence(status):
+            stopped.append((path, status))
         notes += [f"{path}: {n}" for n in df.attrs.get(NOTES_KEY) or []]
 
     rows = pd.concat([df for _, _, df in read], ignore_index=True) if read else pd.DataFrame()
@@ -201,18 +206,50 @@ def merge_runs(
     out.mkdir(parents=True, exist_ok=True)
     if (out / "results.csv").exists():
         raise MergeError(f"{out} already holds a results.csv; merge into a new directory")
-    _write_rows(out / "results.csv", rows)
+    status = _merged_status(stopped, rows, read)
+    _write_rows(out / "results.csv", rows, status)
     fp = _merged_fingerprint(pairs)
     fp["merge_notes"] = " | ".join(notes)
     fingerprint_mod.write(out, fp)
     merged = read_results(out)
-    merged.attrs[NOTES_KEY] = list(notes)
-    return MergedRun(out, merged, fp, notes)
+    merged.attrs[NOTES_KEY] = list(notes) + list(merged.attrs.get(NOTES_KEY) or [])
+    stopped_early = completeness_sentence(merged.attrs.get(STATUS_KEY)) or "" if status else ""
+    return MergedRun(out, merged, fp, notes, stopped_early)
 
 
-def _write_rows(path: Path, rows: pd.DataFrame) -> None:
-    """Normalized rows back to results.csv text: NaN (not applicable) -> "", inf stays "inf"."""
+def _merged_status(
+    stopped: list[tuple[Path, dict]],
+    rows: pd.DataFrame,
+    read: list[tuple[Path, dict[str, str], pd.DataFrame]],
+) -> dict | None:
+    """The status fields of the merged run when a shard stopped early (None when every shard finished):
+    the merged results.csv then opens with the INCOMPLETE line every report reads, naming the shards and
+    every case that never ran."""
+    if not stopped:
+        return None
+    never = [str(n) for _, status in stopped for n in status.get("never_ran") or []]
+    finished = int(rows["case"].nunique()) if len(rows) else 0
+    reason = "; ".join(f"shard {p} stopped early ({status.get('reason', 'killed')})" for p, status in stopped)
+    sentence = (
+        f"{reason}; {finished} of {finished + len(never)} cases finished; never ran: {', '.join(never)}"
+    )
+    return {
+        "state": INCOMPLETE,
+        "reason": reason,
+        "finished": finished,
+        "planned": finished + len(never),
+        "never_ran": never,
+        "run": "merge of " + ", ".join(str(p) for p, _, _ in read),
+        "sentence": sentence,
+    }
+
+
+def _write_rows(path: Path, rows: pd.DataFrame, status: dict | None) -> None:
+    """Normalized rows back to results.csv text: NaN (not applicable) -> "", inf stays "inf"; an incomplete
+    merge opens with the status line."""
     with path.open("w", newline="") as f:
+        if status:
+            f.write(status_line(INCOMPLETE, status))
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         for record in rows.to_dict("records"):

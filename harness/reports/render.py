@@ -9,21 +9,29 @@ with a line saying where the whole report is.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.reports.html import write_html
 from harness.reports.junit import write_junit
 from harness.reports.markdown import render_summary
-from harness.reports.results import STATUS_KEY, read_results
+from harness.reports.results import NOTES_KEY, STATUS_KEY, read_results
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 STEP_SUMMARY_MAX_BYTES = 1 << 20
 
 
-def write_reports(run_dir: Path, fingerprint: dict[str, str], status: dict[str, Any] | None = None) -> None:
-    """junit.xml, summary.md and report.html from DIR/results.csv; summary.md also to $GITHUB_STEP_SUMMARY."""
+def write_reports(
+    run_dir: Path,
+    fingerprint: dict[str, str],
+    status: dict[str, Any] | None = None,
+    notes: Sequence[str] = (),
+) -> None:
+    """junit.xml, summary.md and report.html from DIR/results.csv; summary.md also to $GITHUB_STEP_SUMMARY.
+    `notes`: sentences every report shows first (a merge across platforms, missing shards)."""
     rows = read_results(run_dir)
+    rows.attrs[NOTES_KEY] = [*notes, *(rows.attrs.get(NOTES_KEY) or [])]
     status = status if status is not None else rows.attrs.get(STATUS_KEY)
     write_junit(run_dir / "junit.xml", rows, status=status, fingerprint=fingerprint)
     summary = render_summary(rows, fingerprint)
