@@ -15,6 +15,7 @@ import importlib
 import importlib.util
 import inspect
 import math
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from harness.suite_config import default_suites
 from harness.verdicts import SEVERITY, VERDICTS
 
 USER_MODULE_PREFIX = "graphsafe_user_cases_"
+# The documented case-name alphabet: safe unquoted in a shell, a pytest id, a file name and a Markdown cell.
+CASE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 InputFactory = Callable[[int, torch.device], Mapping[str, torch.Tensor]]
 
 
@@ -101,9 +104,13 @@ class Case:
         label = self.name if isinstance(self.name, str) and self.name else "<unnamed>"
         if not isinstance(self.name, str) or not self.name.strip():
             raise CaseError(label, "name", f"must be a non-empty string, got {self.name!r}")
-        if any(ch.isspace() for ch in self.name):
+        if not CASE_NAME.fullmatch(self.name):
+            bad = sorted({ch for ch in self.name if not CASE_NAME.fullmatch(ch)})
             raise CaseError(
-                label, "name", "must not contain whitespace (it is a pytest id and a CLI argument)"
+                label,
+                "name",
+                f"may hold only letters, digits and _ . / - (no whitespace: it is a pytest id, a CLI argument, a make "
+                f"variable and a shell word in repro commands); {''.join(bad)!r} is not allowed",
             )
         for field in ("make_inputs", "op"):
             if not callable(getattr(self, field)):

@@ -1,18 +1,26 @@
 """The command line: `python -m harness verify | list | repro | report compare`.
 
 Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise, 2 for a
-usage error or a case file that cannot be loaded (the message names the file or case and the reason).
+usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for
+an internal error, 130 when interrupted (SIGINT, SIGTERM). A run that stops early still writes its reports,
+each saying so in its first line.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fnmatch
 import math
+import os
 import shlex
+import signal
 import sys
+import threading
+import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -23,11 +31,18 @@ from harness.progress import Progress
 from harness.protocol import DEFAULT_REPLAYS
 from harness.records import Result
 from harness.reports import fingerprint as fp_module
-from harness.reports.html import write_html
-from harness.reports.junit import write_junit
-from harness.reports.markdown import render_summary
-from harness.reports.results import ResultsWriter, default_run_dir, read_results
-from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_in_process, run_isolated
+from harness.reports.merge import MergeError, Shard, merge_runs, parse_shard
+from harness.reports.render import write_reports
+from harness.reports.results import ResultsWriter, RunDirError, claim_run_dir
+from harness.runner import (
+    DEFAULT_DEADLINE_S,
+    BoundsError,
+    RunOptions,
+    Validated,
+    check_bounds,
+    run_in_process,
+    run_isolated,
+)
 from harness.suite_config import SuiteConfigError
 from harness.suites import default_suites, load_default_suites
 
@@ -36,7 +51,18 @@ class UsageError(Exception):
     pass
 
 
-def _int_at_least(minimum: int) -> Callable[[str], int]:
+class Interrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM during a run: the reports are written, marked incomplete, then exit 130."""
+
+
+EXIT_INTERNAL_ERROR = 3
+EXIT_INTERRUPTED = 130
+# A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 at ~1 ms per capture is
+# already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
+MAX_REPEATS = 1_000_000
+
+
+def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -44,6 +70,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if value < minimum:
             raise argparse.ArgumentTypeError(f"{value} must be >= {minimum}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{value} must be <= {maximum}")
         return value
 
     return parse
@@ -51,6 +79,8 @@ def _int_at_least(minimum: int) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1)
 _non_negative_int = _int_at_least(0)
+_replay_count = _int_at_least(1, MAX_REPEATS)
+_stress_count = _int_at_least(0, MAX_REPEATS)
 
 
 def _positive_seconds(text: str) -> float:
@@ -73,18 +103,26 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--case", action="append", default=[], metavar="FILE_OR_MODULE", help="case file or module"
     )
     p.add_argument(
-        "--replays", type=_positive_int, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
+        "--replays", type=_replay_count, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
     )
     p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of input A (B_i use seed+1+i)")
     p.add_argument(
-        "--rebuilds", type=_non_negative_int, default=0, help="recapture R times after the replays"
+        "--rebuilds", type=_stress_count, default=0, help="recapture R times after the replays"
     )
     p.add_argument(
-        "--live-graphs", type=_non_negative_int, default=0, help="keep G graphs live, replay interleaved"
+        "--live-graphs", type=_stress_count, default=0, help="keep G graphs live, replay interleaved"
     )
-    p.add_argument("--report-dir", type=Path, default=None, help="default reports/runs/<time>-<host>/")
     p.add_argument(
-        "--jobs", type=_positive_int, default=None, help="worker processes (default: one per GPU, else 1)"
+        "--report-dir",
+        type=Path,
+        default=None,
+        help="a new or empty dir (one holding a run's reports is refused); default reports/runs/<time>-<host>/",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive_int,
+        default=None,
+        help="worker processes (default: one per GPU, else 1; at most one per GPU, or the CPU count on cpu)",
     )
     p.add_argument(
         "--deadline",
@@ -105,6 +143,13 @@ def build_parser() -> argparse.ArgumentParser:
     verify = sub.add_parser("verify", help="run cases and write a report")
     _add_run_arguments(verify)
     verify.add_argument(
+        "--shard",
+        type=_shard,
+        default=None,
+        metavar="I/N",
+        help="run only the cases of shard I of N (a stable hash of the case name); `report merge` joins shards",
+    )
+    verify.add_argument(
         "-k", dest="pattern", default=None, help="only cases whose name matches (substring or glob)"
     )
     listing = sub.add_parser("list", help="list cases")
@@ -122,9 +167,72 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", type=Path)
     nightly = report_sub.add_parser("nightly", help="compare a run with its platform's committed baseline")
     nightly.add_argument("run_dir", type=Path)
+    nightly.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="a baseline results.csv, or a folder of <platform>.csv baselines (default: reports/baselines)",
+    )
+    for p in (compare, nightly):
+        p.add_argument(
+            "--allow-platform-mismatch",
+            action="store_true",
+            help="compare runs whose fingerprints name different platforms (else exit 2)",
+        )
+    merge = report_sub.add_parser("merge", help="join the run directories of shards into one run and report")
+    merge.add_argument("inputs", type=Path, nargs="+", metavar="DIR")
+    merge.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new directory for the merge")
+    merge.add_argument(
+        "--allow-mixed-platforms",
+        action="store_true",
+        help="merge runs of different platforms or sources (else exit 2)",
+    )
+    merge.add_argument(
+        "--allow-missing-shards", action="store_true", help="merge an incomplete set of shards (else exit 2)"
+    )
     baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
     baseline.add_argument("run_dir", type=Path)
     return parser
+
+
+def source_as_typed_here(source: str) -> str:
+    """A case file as the repro command names it: relative to the working directory when below it (the
+    command then works from the user's repository, and on a CI runner whatever its checkout path)."""
+    path = Path(source)
+    if not (source.endswith(".py") or os.sep in source) or not path.is_absolute():
+        return source
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return source
+
+
+def _shard(text: str) -> Shard:
+    try:
+        return parse_shard(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _merge(args: argparse.Namespace) -> int:
+    """`report merge`: 0 when every case is as expected and every shard complete, 1 otherwise, 2 refused."""
+    try:
+        merged = merge_runs(
+            args.inputs,
+            args.out,
+            allow_mixed_platforms=args.allow_mixed_platforms,
+            allow_missing_shards=args.allow_missing_shards,
+        )
+    except MergeError as exc:
+        raise UsageError(f"report merge: {exc}") from exc
+    write_reports(merged.out, merged.fingerprint, notes=merged.notes)
+    failed = {str(c) for c, s in zip(merged.rows["case"], merged.rows["status"], strict=True) if s == "FAIL"}
+    cases = merged.rows["case"].nunique()
+    emit(f"merged {len(args.inputs)} runs, {cases} cases, {len(failed)} not as expected: {merged.out}")
+    for note in [*merged.notes, *([merged.stopped_early] if merged.stopped_early else [])]:
+        emit(f"note: {note}")
+    return 0 if not failed and merged.complete else 1
 
 
 def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
@@ -152,7 +260,27 @@ def _matches(name: str, pattern: str) -> bool:
     return pattern.lower() in name.lower()
 
 
-def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result], Path]:
+def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
+    """Workers for the run: one per GPU on the GPU backend, at most the CPU count on cpu; a request above the
+    cap is lowered with a message (more workers than devices or cores only contend for them)."""
+    if backend == "gpu":
+        cap, why = max(1, devices), f"one worker per GPU ({devices} visible)"
+    else:
+        cores = os.cpu_count() or 1
+        cap, why = cores, f"at most one worker per CPU core ({cores})"
+    if requested is None:
+        return max(1, devices) if backend == "gpu" else 1
+    if requested > cap:
+        print(f"graphsafe: --jobs {requested} capped to {cap}: {why}", file=sys.stderr)
+        return cap
+    return requested
+
+
+def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result], Path, dict[str, Any] | None]:
+    """Run and report; returns the results, the report dir and the final status (None: every case ran).
+
+    Every case's definition is checked (and the memory bounds) before results.csv is created, so a bad case
+    runs nothing and writes no reports. Once cases run, the reports are written however the run ends."""
     backend = resolve_backend_name(args.backend)
     options = RunOptions(
         backend=backend,
@@ -162,38 +290,106 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
         live_graphs=args.live_graphs,
         deadline=args.deadline,
     )
-    run_dir = args.report_dir or default_run_dir()
-    writer = ResultsWriter(run_dir)
-    progress = Progress(len(cases))
+    try:
+        claim = claim_run_dir(args.report_dir)
+    except RunDirError as exc:
+        raise UsageError(str(exc)) from None
+    run_dir = claim.run_dir
+    devices = torch.cuda.device_count() if backend == "gpu" else 0
+    jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
+    state: dict[str, Any] = {"writer": None, "progress": None}
+
+    def start_writing(validated: list[Validated]) -> None:
+        try:
+            check_bounds(validated, options, jobs)
+        except BoundsError as exc:
+            raise UsageError(str(exc)) from None
+        try:
+            state["writer"] = ResultsWriter(run_dir, planned=[c.name for c in cases])
+        except OSError as exc:
+            raise UsageError(f"cannot write {run_dir / 'results.csv'}: {exc.strerror or exc}") from None
+        state["progress"] = Progress(len(cases))
 
     def on_result(result: Result) -> None:
-        writer.add(result)
-        progress.update(result.case, result.ok)
+        state["writer"].add(result)
+        state["progress"].update(result.case, result.ok)
 
+    stopped: str | None = None
+    previous_term = _raise_on_sigterm()
     try:
         if args.no_isolate:
-            run_in_process(cases, options, on_result)
+            run_in_process(cases, options, on_result, validated=start_writing)
         else:
-            devices = torch.cuda.device_count() if backend == "gpu" else 0
-            jobs = args.jobs or max(1, devices)
             sources = list(args.case)
             suites = [] if sources else default_suites()
-            run_isolated(cases, sources, options, jobs, devices, on_result, suites=suites)
+            run_isolated(
+                cases, sources, options, jobs, devices, on_result, suites=suites, validated=start_writing
+            )
+    except Interrupted as exc:
+        stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
+        raise
+    except KeyboardInterrupt:
+        stopped = "interrupted by SIGINT"
+        raise Interrupted("SIGINT") from None
+    except CaseError as exc:
+        stopped = f"stopped at a case definition error: {exc}"
+        raise
+    except OSError as exc:
+        stopped = f"stopped: results could not be written: {exc.strerror or exc}"
+        raise
+    except BaseException as exc:
+        stopped = f"stopped by an internal error: {type(exc).__name__}: {exc}"
+        raise
     finally:
-        progress.close()
-        writer.close()
-        _write_reports(run_dir, writer.results, backend, list(args.case))
-    return writer.results, run_dir
+        _restore_sigterm(previous_term)
+        writer = state["writer"]
+        status = None
+        if state["progress"] is not None:
+            state["progress"].close()
+        if writer is not None:
+            status = writer.close(stopped)
+            if writer.write_error:
+                print(f"graphsafe: error: {writer.write_error}", file=sys.stderr)
+            try:
+                _write_reports(
+                    run_dir, writer.results, backend, list(args.case), status, getattr(args, "shard", None)
+                )
+            except OSError as exc:
+                print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
+        claim.release()
+    return writer.results, run_dir, status
 
 
-def _write_reports(run_dir: Path, results: list[Result], backend: str, case_sources: list[str]) -> None:
-    write_junit(run_dir / "junit.xml", results)
-    fingerprint = fp_module.collect(backend)
+def _raise_on_sigterm() -> Any:
+    """SIGTERM (a CI job cancelled, `timeout`) ends the run like SIGINT: reports written and marked."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise Interrupted("SIGTERM")
+
+    return signal.signal(signal.SIGTERM, handler)
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _write_reports(
+    run_dir: Path,
+    results: list[Result],
+    backend: str,
+    case_sources: list[str],
+    status: dict[str, Any] | None = None,
+    shard: Shard | None = None,
+) -> None:
+    fingerprint = fp_module.collect(backend, case_sources)
     # Repro commands of user case files need the files: summary.md prints them with --case.
-    fingerprint["case_sources"] = shlex.join(case_sources)
+    fingerprint["case_sources"] = shlex.join(source_as_typed_here(s) for s in case_sources)
+    fingerprint["shard"] = str(shard) if shard is not None else ""
     fp_module.write(run_dir, fingerprint)
-    (run_dir / "summary.md").write_text(render_summary(read_results(run_dir), fingerprint))
-    write_html(run_dir)
+    write_reports(run_dir, fingerprint, status)
 
 
 def print_table(results: list[Result]) -> None:
@@ -222,45 +418,106 @@ def print_replay_table(result: Result) -> None:
         print(f"detail: {result.detail}")
 
 
+def emit(text: str) -> None:
+    """print() for output a reader may cut short (`list | head`): a closed pipe ends the output quietly."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Point stdout at /dev/null so the interpreter's final flush does not raise again at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise _OutputClosed from None
+
+
+class _OutputClosed(Exception):
+    """The reader of stdout went away: stop printing, keep the exit code."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        if args.command == "list":
-            for case in select_cases(args.case, args.pattern):
-                print(f"{case.name:<48} {case.family:<20} expect={case.expect}")
-            return 0
-        if args.command == "report":
-            from harness.reports import baseline
+    code = _run_command(args)
+    if argv is None and getattr(args, "no_isolate", False) and threading.active_count() > 1:
+        # An op run in this process may have left non-daemon threads that would keep it alive after the
+        # reports are written; everything is flushed, so end here (`python -m harness` only, never a caller
+        # that passed argv).
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
+    return code
 
-            if args.report_command == "nightly":
-                return baseline.main_nightly(args.run_dir)
-            if args.report_command == "baseline":
-                try:
-                    print(f"baseline written: {baseline.update(args.run_dir)}")
-                except FileNotFoundError as exc:
-                    raise UsageError(f"{args.run_dir} is not a finished run directory: {exc}") from exc
-                return 0
-            return baseline.main_compare(args.old, args.new)
-        if args.command == "repro":
-            cases = [c for c in select_cases(args.case, None) if c.name == args.name]
-            if not cases:
-                raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
-        else:
-            cases = select_cases(args.case, args.pattern)
-        results, run_dir = run_verify(args, cases)
+
+def _run_command(args: argparse.Namespace) -> int:
+    try:
+        return _dispatch(args)
+    except _OutputClosed:
+        return 0
     except UsageError as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
-    except (CaseError, BackendUnavailable) as exc:
+    except (CaseError, CaseFileError, BackendUnavailable) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # the machine refused a write or a read (disk full, permissions): not a bug here
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as exc:
+        print(f"graphsafe: interrupted ({exc.args[0] if exc.args else 'SIGINT'})", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        traceback.print_exc()
+        print(f"graphsafe: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "list":
+        for case in select_cases(args.case, args.pattern):
+            emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")
+        return 0
+    if args.command == "report":
+        from harness.reports import baseline
+
+        allow = getattr(args, "allow_platform_mismatch", False)
+        if args.report_command == "nightly":
+            return baseline.main_nightly(
+                args.run_dir, allow_platform_mismatch=allow, out=emit, baseline=args.baseline
+            )
+        if args.report_command == "merge":
+            return _merge(args)
+        if args.report_command == "baseline":
+            try:
+                emit(f"baseline written: {baseline.update(args.run_dir)}")
+            except (FileNotFoundError, baseline.RunReadError) as exc:
+                raise UsageError(f"{args.run_dir} is not a finished run directory: {exc}") from exc
+            return 0
+        return baseline.main_compare(args.old, args.new, allow_platform_mismatch=allow, out=emit)
     if args.command == "repro":
-        for result in results:
-            print_replay_table(result)
+        cases = [c for c in select_cases(args.case, None) if c.name == args.name]
+        if not cases:
+            raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
     else:
-        print_table(results)
-    print(f"report: {run_dir}")
+        cases = select_cases(args.case, args.pattern)
+        if args.shard is not None:
+            cases = [c for c in cases if args.shard.holds(c.name)]  # may be empty: the shard still reports
+    results, run_dir, status = run_verify(args, cases)
+    try:
+        if args.command == "repro":
+            for result in results:
+                print_replay_table(result)
+        else:
+            print_table(results)
+        print(f"report: {run_dir}")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(_OutputClosed):
+            emit("")
+    if status is not None:
+        print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
+        return 1
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -58,9 +58,58 @@ DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
 REBUILD_GROWTH_BOUND_BYTES = 64 << 20
 
 
-def seeds(base_seed: int, replays: int) -> tuple[int, list[int]]:
+def seeds(base_seed: int, replays: int) -> tuple[int, range]:
     """Seed of A and of each B_i; recorded in every row so `repro --seed` reruns the same inputs."""
-    return base_seed, [base_seed + 1 + i for i in range(replays)]
+    return base_seed, range(base_seed + 1, base_seed + 1 + replays)
+
+
+def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, seed: int = 0) -> int:
+    """Step 1's checks on A and the first B without running the op: make_inputs returns tensors on the
+    backend's device, A and B have the same names, shapes and dtypes, every dynamic input differs, and the op
+    takes the inputs by name. Raises CaseError; returns the bytes of one input set (the runner bounds
+    --replays and --live-graphs with it). A case that declares `sizes` is checked per size as it runs: 0."""
+    if getattr(case, "sizes", None) is not None:
+        return 0
+    if case.buckets or case.make_module is not None:  # harness/engine.py checks these per bucket / module
+        return 0
+    be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
+    seed_a, seeds_b = seeds(seed, 1)
+
+    def made(seed: int) -> dict[str, torch.Tensor]:
+        try:
+            return case.inputs(seed, be.device)
+        except CaseError:
+            raise
+        except Exception as exc:  # make_inputs itself failed: the definition, not the op, is wrong
+            raise CaseError(case.name, "make_inputs", f"raised {type(exc).__name__}: {exc}") from exc
+
+    inputs_a = made(seed_a)
+    _validate_pair(case, be, seed_a, inputs_a, seeds_b[0], made(seeds_b[0]))
+    _check_callable(case, inputs_a)
+    return sum(t.numel() * t.element_size() for t in inputs_a.values())
+
+
+class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
+    """The B_i inputs, each made (and checked against A) when it is used, the last one kept: holding them
+    all would take `replays` input sets at once (a 64 MB input with --replays 20: 1.3 GB more)."""
+
+    def __init__(
+        self, case: Case, be: GraphBackend, seed_a: int, inputs_a: dict[str, torch.Tensor], seeds_b: range
+    ) -> None:
+        self._case, self._be, self._seed_a, self._a, self._seeds = case, be, seed_a, inputs_a, seeds_b
+        self._last: tuple[int, dict[str, torch.Tensor]] | None = None
+
+    def __len__(self) -> int:
+        return len(self._seeds)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:  # type: ignore[override]
+        index = range(len(self._seeds))[index]  # IndexError past the end ends iteration
+        if self._last is None or self._last[0] != index:
+            seed_b = self._seeds[index]
+            made = self._case.inputs(seed_b, self._be.device)
+            _validate_pair(self._case, self._be, self._seed_a, self._a, seed_b, made)
+            self._last = (index, made)
+        return self._last[1]
 
 
 def check(
@@ -159,9 +208,8 @@ def _check_pattern(
 
     # 1. A and fresh B_i, validated: same shapes, every dynamic input different, the op callable with them.
     inputs_a = case.inputs(seed_a, be.device)
-    inputs_b = [case.inputs(s, be.device) for s in seeds_b]
-    for s, b in zip(seeds_b, inputs_b, strict=True):
-        _validate_pair(case, be, seed_a, inputs_a, s, b)
+    inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b)
+    inputs_b[0]  # made before the generator state below is taken, as every later B is
     _check_callable(case, inputs_a)
 
     # 1b. The hidden-state probe: eager B_0 before the op has seen A, from the generator state replay 0 and
@@ -437,8 +485,8 @@ def _eager_only_rows(
     case: Case,
     be: GraphBackend,
     row: Callable[..., Row],
-    seeds_b: list[int],
-    inputs_b: list[dict[str, torch.Tensor]],
+    seeds_b: Sequence[int],
+    inputs_b: Sequence[dict[str, torch.Tensor]],
     why: str,
 ) -> list[Row]:
     """Graphs were disabled by a fail-closed probe: the op must still be right eagerly."""
@@ -479,8 +527,8 @@ def _rebuild_rows(
     case: Case,
     be: GraphBackend,
     static: dict[str, torch.Tensor],
-    inputs_b: list[dict[str, torch.Tensor]],
-    seeds_b: list[int],
+    inputs_b: Sequence[dict[str, torch.Tensor]],
+    seeds_b: Sequence[int],
     row: Callable[..., Row],
     rebuilds: int,
 ) -> list[Row]:
@@ -528,8 +576,8 @@ def _live_graph_rows(
     case: Case,
     be: GraphBackend,
     inputs_a: dict[str, torch.Tensor],
-    inputs_b: list[dict[str, torch.Tensor]],
-    seeds_b: list[int],
+    inputs_b: Sequence[dict[str, torch.Tensor]],
+    seeds_b: Sequence[int],
     row: Callable[..., Row],
     live_graphs: int,
 ) -> list[Row]:

@@ -264,3 +264,25 @@ def graph_backend(request: pytest.FixtureRequest) -> str:
     from harness.backends import resolve_backend_name
 
     return resolve_backend_name(request.config.getoption("graph_backend"))
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """A case file given as a plain path collects nothing (its cases are not test functions): say how to run it
+    instead of a bare "no tests ran"."""
+    sources = set(_case_sources(config))
+    collected = {str(Path(str(item.path)).resolve()) for item in items if getattr(item, "path", None)}
+    hints = []
+    for arg in config.args:
+        path = Path(arg.split("::")[0])
+        if path.suffix != ".py" or not path.is_file() or str(path.resolve()) in sources | collected:
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        if "register(" in text and "Case(" in text:
+            hints.append(
+                f"graphsafe: {arg} registers graphsafe cases, which pytest does not collect from a plain path: "
+                f"run `pytest --graphsafe-case {arg}` (or list it in graphsafe_cases in the ini file)"
+            )
+    return hints

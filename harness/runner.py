@@ -3,26 +3,37 @@
 Isolated mode starts `jobs` workers (one per GPU when there are GPUs: each pinned with
 CUDA_VISIBLE_DEVICES/HIP_VISIBLE_DEVICES), hands out cases as workers free up, and turns a worker that
 died into `crash` and one past the case's deadline into `timeout`, then starts a fresh worker and goes on.
+
+Given `validated`, both modes first check every case's definition on the run's device (make_inputs for A and
+one B: names, shapes, dtypes, A and B differ; the op takes the inputs) and hand the input sizes to
+`validated` (the CLI bounds --replays/--live-graphs with `check_bounds`) before any case runs, so a bad case
+or a bound that memory cannot hold stops the run with nothing run. Workers die with their parent
+(harness.worker: a parent-death signal on Linux and a liveness check everywhere).
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness import verdicts as V
-from harness.case import Case
+from harness.case import Case, CaseFileError
 from harness.errors import CaseError
-from harness.protocol import check
+from harness.poison import PATTERNS
+from harness.protocol import check, validate_definition
 from harness.records import Result, Row
 
 DEFAULT_DEADLINE_S = 300.0
@@ -42,6 +53,101 @@ class RunOptions:
     deadline: float = DEFAULT_DEADLINE_S
 
 
+@dataclass(frozen=True)
+class Validated:
+    """A case whose definition passed the checks, with what it needs from memory."""
+
+    case: Case
+    input_bytes: int  # one input set, from make_inputs on the run's device
+    available_bytes: int  # memory free on that device when it was measured
+
+
+# What one case holds at once, in input sets: A, the static buffers, the current B, the eager call's copy, the
+# hidden-state probe's copy and the outputs (protocol._check_pattern); each live graph adds its own static
+# buffers and outputs (two sets). Rows are kept until the case ends: one Row, its dict and JSON in the
+# worker and again in the parent come to under 4 KiB (sys.getsizeof over a CPU run's rows: about 1.5 KiB).
+INPUT_SETS_HELD = 6
+INPUT_SETS_PER_LIVE_GRAPH = 2
+ROW_BYTES = 4096
+# A case may use at most this share of the free memory: torch, the op's workspace and the other workers
+# need the rest.
+MEMORY_SHARE = 0.5
+
+
+class BoundsError(ValueError):
+    """--replays / --live-graphs would need more memory than the device has (CLI exit code 2)."""
+
+
+def needed_bytes(input_bytes: int, replays: int, live_graphs: int) -> int:
+    sets = INPUT_SETS_HELD + INPUT_SETS_PER_LIVE_GRAPH * live_graphs
+    return input_bytes * sets + replays * len(PATTERNS) * ROW_BYTES
+
+
+def check_bounds(validated: Sequence[Validated], options: RunOptions, jobs: int) -> None:
+    """BoundsError naming the option, the case, the estimate and the largest value that fits, when a case's
+    estimate (`needed_bytes`) exceeds MEMORY_SHARE of the free memory divided among `jobs` workers."""
+    for v in validated:
+        live = max(options.live_graphs, v.case.live_graphs)
+        budget = int(v.available_bytes * MEMORY_SHARE / max(1, jobs))
+        need = needed_bytes(v.input_bytes, options.replays, live)
+        if need <= budget:
+            continue
+        rows_bytes = options.replays * len(PATTERNS) * ROW_BYTES
+        sets_bytes = need - rows_bytes
+        if rows_bytes >= sets_bytes:
+            spare = budget - needed_bytes(v.input_bytes, 0, live)
+            limit = f"--replays at most {max(0, spare // (len(PATTERNS) * ROW_BYTES))}"
+            option = f"--replays {options.replays}"
+        else:
+            spare = budget - needed_bytes(v.input_bytes, options.replays, 0)
+            per_graph = max(1, v.input_bytes * INPUT_SETS_PER_LIVE_GRAPH)
+            limit = f"--live-graphs at most {max(0, spare // per_graph)}"
+            option = f"--live-graphs {live}"
+        raise BoundsError(
+            f"{option} needs about {_size(need)} for case {v.case.name!r} ({_size(v.input_bytes)} per input "
+            f"set), more than {MEMORY_SHARE:.0%} of the {_size(v.available_bytes)} free"
+            + (f" shared by {jobs} workers" if jobs > 1 else "")
+            + f": use {limit}"
+        )
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def available_memory(backend: str) -> int:
+    """Free bytes where the case's tensors live: the GPU's free memory, else the host's available memory."""
+    import torch
+
+    if backend == "gpu" and torch.cuda.is_available():
+        return int(torch.cuda.mem_get_info()[0])
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # no way to tell (not Linux, no sysconf): no memory bound
+
+
+def file_digests(sources: Sequence[str]) -> dict[str, str]:
+    """sha256 of each case source that is a file: a worker (re)started later checks it loads the same file."""
+    digests = {}
+    for source in sources:
+        path = Path(source)
+        if path.is_file():
+            digests[source] = hashlib.sha256(path.read_bytes()).hexdigest()
+    return digests
+
+
 @dataclass
 class _Worker:
     index: int
@@ -52,9 +158,26 @@ class _Worker:
     buffer: bytes = b""
     ready: bool = False
     retiring: bool = False
+    validating: bool = False
+    # The worker's last stderr lines (it is forwarded to ours as it comes): a crash's detail quotes them.
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
+    stderr_reader: threading.Thread | None = None
 
 
-def run_in_process(cases: list[Case], options: RunOptions, on_result: Callable[[Result], None]) -> None:
+def run_in_process(
+    cases: list[Case],
+    options: RunOptions,
+    on_result: Callable[[Result], None],
+    validated: Callable[[list[Validated]], None] | None = None,
+) -> None:
+    if validated is not None:
+        available = available_memory(options.backend)
+        validated(
+            [
+                Validated(c, validate_definition(c, options.backend, seed=options.seed), available)
+                for c in cases
+            ]
+        )
     for case in cases:
         result = check(
             case,
@@ -75,16 +198,21 @@ def run_isolated(
     devices: int,
     on_result: Callable[[Result], None],
     suites: Sequence[str] = (),
+    validated: Callable[[list[Validated]], None] | None = None,
 ) -> None:
     """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
 
     Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
-    runs anything: together they must register every case in `cases`.
+    runs anything: together they must register every case in `cases`. A case file that changed since
+    `sources` were read is refused by the worker that loads it (CaseFileError): the run never mixes two
+    versions of a case.
     """
     pending = list(cases)
-    load = {"case_sources": list(sources), "suites": list(suites)}
+    load = {"case_sources": list(sources), "suites": list(suites), "digests": file_digests(sources)}
     selector = selectors.DefaultSelector()
     workers: dict[int, _Worker] = {}
+    to_validate = list(cases) if validated is not None else []
+    checked: list[Validated] = []
 
     def start(index: int) -> None:
         workers[index] = _spawn(index, load, devices, jobs, selector)
@@ -93,12 +221,56 @@ def run_isolated(
         worker.case = None
         on_result(result)
 
+    def validate_done(worker: _Worker, message: dict) -> None:
+        assert worker.case is not None
+        checked.append(Validated(worker.case, message["input_bytes"], message["available_bytes"]))
+        worker.case, worker.validating = None, False
+
+    def handle(worker: _Worker, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+            if "valid" in message:
+                validate_done(worker, message)
+            else:
+                _handle(worker, message, options, finish)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            if isinstance(exc, CaseError):
+                raise
+            # A line cut off or garbled (the worker was killed mid-write, or an op wrote to the result pipe):
+            # nothing more from this worker can be trusted. Its case is a crash; a fresh worker goes on.
+            worker.buffer = b""
+            worker.retiring = True
+            _kill(worker)
+            worker_lost(worker, f"the worker's answer was cut off or corrupt ({type(exc).__name__}: {exc})")
+
+    def worker_lost(worker: _Worker, why: str) -> None:
+        """A worker that died or hung: the case's verdict, or a definition error while validating it."""
+        case = worker.case
+        if case is None:
+            return
+        if worker.validating:
+            raise CaseError(
+                case.name, "make_inputs", f"{why} while making its inputs for the definition check"
+            )
+        verdict = V.TIMEOUT if why.startswith("no result") else V.CRASH
+        finish(worker, _failed(case, options, verdict, why + stderr_tail_text(worker)))
+
+    validating = validated is not None
     for index in range(max(1, min(jobs, len(cases)))):
         start(index)
     try:
-        while pending or any(w.case is not None for w in workers.values()):
+        while pending or to_validate or any(w.case is not None for w in workers.values()):
+            if validating and not to_validate and not any(w.validating for w in workers.values()):
+                validating = False
+                assert validated is not None
+                order = {c.name: i for i, c in enumerate(cases)}
+                validated(sorted(checked, key=lambda v: order[v.case.name]))
             for worker in workers.values():
-                if worker.ready and not worker.retiring and worker.case is None and pending:
+                if not worker.ready or worker.retiring or worker.case is not None:
+                    continue
+                if validating and to_validate:
+                    _assign(worker, to_validate.pop(0), options, validate=True)
+                elif not validating and pending:
                     _assign(worker, pending.pop(0), options)
             events = selector.select(timeout=0.5)
             for key, _ in events:
@@ -110,34 +282,34 @@ def run_isolated(
                 worker.buffer += chunk
                 while b"\n" in worker.buffer:
                     line, worker.buffer = worker.buffer.split(b"\n", 1)
-                    _handle(worker, json.loads(line), options, finish)
+                    handle(worker, line)
             now = time.monotonic()
             for index, worker in list(workers.items()):
                 case = worker.case
                 deadline = (case.deadline if case and case.deadline else options.deadline) if case else None
                 if worker.proc.poll() is not None:
-                    _drain(worker, options, finish)  # a result written just before exiting still counts
-                    case = worker.case
+                    _drain(worker, handle)  # a result written just before exiting still counts
                     _close(worker, selector)
-                    if case is not None:
-                        detail = f"worker process died with exit code {worker.proc.returncode} while running the case"
-                        finish(worker, _failed(case, options, V.CRASH, detail))
+                    if worker.case is not None:
+                        worker_lost(
+                            worker,
+                            f"worker process died with exit code {worker.proc.returncode}"
+                            " while running the case",
+                        )
                     elif not worker.ready:
                         raise RuntimeError(
                             f"worker {index} exited with code {worker.proc.returncode} before starting"
                         )
-                    if pending or any(w.case is not None for w in workers.values() if w is not worker):
+                    busy = any(w.case is not None for w in workers.values() if w is not worker)
+                    if pending or to_validate or busy:
                         start(index)
                     else:
                         del workers[index]
                 elif case is not None and deadline is not None and now - worker.started > deadline:
                     _kill(worker)
                     _close(worker, selector)
-                    finish(
-                        worker,
-                        _failed(case, options, V.TIMEOUT, f"no result after {deadline:.0f} s; worker killed"),
-                    )
-                    if pending:
+                    worker_lost(worker, f"no result after {deadline:.0f} s; worker killed")
+                    if pending or to_validate:
                         start(index)
                     else:
                         del workers[index]
@@ -148,13 +320,12 @@ def run_isolated(
         selector.close()
 
 
-def _spawn(
-    index: int, load: dict[str, list[str]], devices: int, jobs: int, selector: selectors.BaseSelector
-) -> _Worker:
+def _spawn(index: int, load: dict, devices: int, jobs: int, selector: selectors.BaseSelector) -> _Worker:
     read_fd, write_fd = os.pipe()
     env = dict(os.environ)
     env["GRAPHSAFE_RESULT_FD"] = str(write_fd)
     env["GRAPHSAFE_WORKER_LOAD"] = json.dumps(load)
+    env["GRAPHSAFE_PARENT_PID"] = str(os.getpid())  # the worker exits when this process is gone
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_IMPORT_ROOT), env.get("PYTHONPATH", "")]))
     if devices > 0:
         # One worker per GPU: a box with N GPUs runs N cases at once.
@@ -169,16 +340,24 @@ def _spawn(
         stdin=subprocess.PIPE,
         env=env,
         pass_fds=(write_fd,),
+        stderr=subprocess.PIPE,
         start_new_session=True,  # so a kill takes the worker's own children too
     )
     os.close(write_fd)
     os.set_blocking(read_fd, False)
     worker = _Worker(index=index, proc=proc, results=read_fd)
+    worker.stderr_reader = threading.Thread(
+        target=_forward_stderr,
+        args=(proc.stderr, worker.stderr_tail),
+        name=f"worker-{index}-stderr",
+        daemon=True,
+    )
+    worker.stderr_reader.start()
     selector.register(read_fd, selectors.EVENT_READ, worker)
     return worker
 
 
-def _drain(worker: _Worker, options: RunOptions, finish: Callable[[_Worker, Result], None]) -> None:
+def _drain(worker: _Worker, handle: Callable[[_Worker, bytes], None]) -> None:
     fd = worker.results
     if not isinstance(fd, int) or fd < 0:
         return
@@ -192,11 +371,12 @@ def _drain(worker: _Worker, options: RunOptions, finish: Callable[[_Worker, Resu
         worker.buffer += chunk
     while b"\n" in worker.buffer:
         line, worker.buffer = worker.buffer.split(b"\n", 1)
-        _handle(worker, json.loads(line), options, finish)
+        handle(worker, line)
 
 
-def _assign(worker: _Worker, case: Case, options: RunOptions) -> None:
+def _assign(worker: _Worker, case: Case, options: RunOptions, validate: bool = False) -> None:
     request = {
+        "validate": validate,
         "case": case.name,
         "backend": options.backend,
         "replays": options.replays,
@@ -205,6 +385,7 @@ def _assign(worker: _Worker, case: Case, options: RunOptions) -> None:
         "live_graphs": options.live_graphs,
     }
     worker.case = case
+    worker.validating = validate
     worker.started = time.monotonic()
     assert worker.proc.stdin is not None
     try:
@@ -218,7 +399,7 @@ def _handle(
     worker: _Worker, message: dict, options: RunOptions, finish: Callable[[_Worker, Result], None]
 ) -> None:
     if "fatal" in message:
-        raise CaseError("<load>", "case source", message["fatal"])
+        raise CaseFileError(f"a worker could not load the cases: {message['fatal']}")
     if "ready" in message:
         worker.ready = True
         return
@@ -230,7 +411,8 @@ def _handle(
             worker.retiring = True  # it exits after this result; the poll loop replaces it
         finish(worker, _result_from_json(message["result"]))
     elif "case_error" in message:
-        raise CaseError(case.name, "definition", message["case_error"])
+        error = message["case_error"]  # the CaseError's fields: re-raised as it was, not wrapped again
+        raise CaseError(error["case"], error["field"], error["problem"])
     else:
         finish(
             worker, _failed(case, options, V.CRASH, "harness error in worker: " + message["harness_error"])
@@ -240,6 +422,32 @@ def _handle(
 def _result_from_json(data: dict) -> Result:
     rows = [Row(**row) for row in data.pop("rows")]
     return Result(rows=rows, **data)
+
+
+STDERR_TAIL_LINES = 20
+_STDERR_LINE_CHARS = 400
+
+
+def _forward_stderr(stream: Any, tail: deque[str]) -> None:
+    """Copy a worker's stderr to ours line by line, keeping the last lines for the detail of a crash."""
+    out = getattr(sys.stderr, "buffer", None)
+    for line in iter(stream.readline, b""):
+        tail.append(line.decode("utf-8", "replace").rstrip()[:_STDERR_LINE_CHARS])
+        with contextlib.suppress(OSError, ValueError):  # our stderr closed: keep collecting the tail
+            if out is not None:
+                out.write(line)
+                out.flush()
+            else:
+                sys.stderr.write(line.decode("utf-8", "replace"))
+    stream.close()
+
+
+def stderr_tail_text(worker: _Worker) -> str:
+    """The lines "; last stderr lines of the worker:\n..." (the lines a crash printed: an assert, a CUDA error), or ""."""
+    if worker.stderr_reader is not None:
+        worker.stderr_reader.join(timeout=2.0)  # the pipe ends when the worker (and its children) are gone
+    lines = [line for line in worker.stderr_tail if line.strip()]
+    return "; last stderr lines of the worker:\n" + "\n".join(lines) if lines else ""
 
 
 def _failed(case: Case, options: RunOptions, verdict: str, detail: str) -> Result:
@@ -295,4 +503,13 @@ def _close(worker: _Worker, selector: selectors.BaseSelector) -> None:
             worker.proc.stdin.close()
 
 
-__all__ = ["DEFAULT_DEADLINE_S", "RunOptions", "run_in_process", "run_isolated"]
+__all__ = [
+    "DEFAULT_DEADLINE_S",
+    "BoundsError",
+    "RunOptions",
+    "Validated",
+    "available_memory",
+    "check_bounds",
+    "run_in_process",
+    "run_isolated",
+]

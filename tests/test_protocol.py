@@ -21,7 +21,8 @@ def _double(x: torch.Tensor) -> torch.Tensor:
 
 def test_seeds_are_recorded_per_row() -> None:
     result = check(Case(name="t_seeds", make_inputs=_inputs, op=_double), "cpu", replays=2, seed=7)
-    assert seeds(7, 2) == (7, [8, 9])
+    seed_a, seeds_b = seeds(7, 2)
+    assert (seed_a, list(seeds_b)) == (7, [8, 9])
     assert {(r.seed_a, r.seed) for r in result.rows} == {(7, 8), (7, 9)}
     assert {r.pattern for r in result.rows} == {"0xff", "0x7f"}
 

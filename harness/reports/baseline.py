@@ -12,6 +12,11 @@
   (renamed, deleted, or a run cut short) must not read as green. Refresh the baseline when a case is renamed.
 Cases only in the new run are listed; they regress only if they fail.
 
+What is read is checked first (RunReadError, exit 2): each file must have the columns REQUIRED_COLUMNS with
+known verdicts, a fingerprint.json that exists must parse, and the two sides must be of one platform (a CPU
+run against an H200 baseline says nothing about regressions) unless --allow-platform-mismatch. A run that
+stopped early is compared (its missing cases count) and the output says it was incomplete.
+
 Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
 backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
 `python -m harness report nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
@@ -20,16 +25,28 @@ calls); `python -m harness report baseline RUN_DIR` makes that run the baseline.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pandas as pd
+
 from harness.reports import fingerprint as fingerprint_mod
-from harness.reports.results import read_results, results_csv
+from harness.reports.results import (
+    NOTES_KEY,
+    STATUS_KEY,
+    completeness_sentence,
+    normalize,
+    read_raw,
+    results_csv,
+)
 from harness.reports.tables import CaseSummary, case_summaries, format_error
+from harness.verdicts import VERDICTS
 
 GROWTH_FACTOR = 2.0
 # NOTE on the floor: errors are relative (max|out-ref| / max|ref|); fp32 round-off is about 1.2e-7 per op, so
@@ -37,6 +54,81 @@ GROWTH_FACTOR = 2.0
 ERROR_FLOOR = 1e-6
 # A checkout's committed baselines (reports/baselines/ next to the harness package); `make nightly` runs there.
 BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baselines"
+# What a comparison reads: without them a "no regression" would be about empty strings.
+REQUIRED_COLUMNS: tuple[str, ...] = ("case", "backend", "verdict", "expected", "eager_error", "graph_error")
+
+
+class RunReadError(ValueError):
+    """A file given to compare/nightly/baseline is not a readable run (exit 2): the message names the file."""
+
+
+@dataclass(frozen=True)
+class RunRead:
+    """One side of a comparison: its cases, platform and what the reader noticed."""
+
+    path: Path
+    cases: dict[str, CaseSummary]
+    platform: str  # platform_slug, "" when nothing tells it
+    notes: list[str]
+
+
+def read_run(path: Path | str) -> RunRead:
+    """Read and check a run dir, a results.csv or a baseline .csv for comparing (RunReadError otherwise)."""
+    csv_path = results_csv(path)
+    try:
+        raw, status, notes = read_raw(csv_path)
+    except FileNotFoundError:
+        raise RunReadError(
+            f"{csv_path}: no such file (give a run dir, a results.csv or a baseline .csv)"
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise RunReadError(f"{csv_path}: cannot read it as results: {exc}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in raw.columns]
+    if missing:
+        raise RunReadError(
+            f"{csv_path}: not a graphsafe results file: missing columns {', '.join(missing)} "
+            f"(required: {', '.join(REQUIRED_COLUMNS)})"
+        )
+    unknown = sorted({v for v in raw["verdict"] if v and v not in VERDICTS})
+    if unknown:
+        raise RunReadError(f"{csv_path}: unknown verdicts {', '.join(map(repr, unknown[:5]))}")
+    try:
+        df = normalize(raw)
+    except ValueError as exc:
+        raise RunReadError(f"{csv_path}: a value is not a number where one is required: {exc}") from None
+    df.attrs[STATUS_KEY], df.attrs[NOTES_KEY] = status, list(notes)
+    sentence = completeness_sentence(status)
+    if sentence:
+        notes = [*notes, f"{csv_path}: {sentence}"]
+    return RunRead(csv_path, {x.case: x for x in case_summaries(df)}, _platform_of(csv_path, df), notes)
+
+
+def read_fingerprint(run_dir: Path | str) -> dict[str, str]:
+    """DIR/fingerprint.json, strictly: RunReadError when it is missing, not JSON, or not a fingerprint."""
+    path = Path(run_dir) / "fingerprint.json"
+    if not path.is_file():
+        raise RunReadError(f"{run_dir} has no fingerprint.json; cannot tell the platform")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunReadError(f"{path}: cannot read it: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RunReadError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    if not isinstance(data, dict) or "backend" not in data:
+        raise RunReadError(f"{path}: not a graphsafe fingerprint (a JSON object with a 'backend' key)")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def _platform_of(csv_path: Path, df: pd.DataFrame) -> str:
+    """The fingerprint next to the file, else a baseline's name (<platform>.csv), else "cpu" for CPU rows."""
+    if (csv_path.parent / "fingerprint.json").is_file():
+        return platform_slug(read_fingerprint(csv_path.parent))
+    if csv_path.name != "results.csv":
+        return csv_path.stem
+    backends = {b for b in df["backend"] if b}
+    return "cpu" if backends == {"cpu"} else ""
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -96,14 +188,12 @@ def grew(old: float, new: float) -> bool:
     return max(new, ERROR_FLOOR) > GROWTH_FACTOR * max(old, ERROR_FLOOR)
 
 
-def _by_case(path: Path) -> dict[str, CaseSummary]:
-    return {s.case: s for s in case_summaries(read_results(path))}
-
-
-def diff_runs(old: Path | str, new: Path | str) -> BaselineDiff:
+def diff_runs(old: Path | str | RunRead, new: Path | str | RunRead) -> BaselineDiff:
     """Compare two runs (run directories or results.csv / baseline .csv files), old first."""
-    old_path, new_path = results_csv(old), results_csv(new)
-    old_cases, new_cases = _by_case(old_path), _by_case(new_path)
+    old_run = old if isinstance(old, RunRead) else read_run(old)
+    new_run = new if isinstance(new, RunRead) else read_run(new)
+    old_path, new_path = old_run.path, new_run.path
+    old_cases, new_cases = old_run.cases, new_run.cases
     result = BaselineDiff(
         old_path=old_path, new_path=new_path, old_cases=len(old_cases), new_cases=len(new_cases)
     )
@@ -164,14 +254,34 @@ def format_diff(c: BaselineDiff) -> str:
     return "\n".join(lines)
 
 
-def main_compare(old: Path | str, new: Path | str) -> int:
-    """Print the comparison; 1 on regression, 0 otherwise, 2 when a run cannot be read."""
+def main_compare(
+    old: Path | str,
+    new: Path | str,
+    allow_platform_mismatch: bool = False,
+    out: Callable[[str], None] = print,
+) -> int:
+    """Print the comparison; 1 on regression, 0 otherwise, 2 when a run cannot be read or the platforms
+    differ (unless allowed: then the output says they differ)."""
     try:
-        comparison = diff_runs(old, new)
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"graphsafe report compare: cannot read runs: {exc}", file=sys.stderr)
+        old_run, new_run = read_run(old), read_run(new)
+    except RunReadError as exc:
+        print(f"graphsafe report compare: {exc}", file=sys.stderr)
         return 2
-    print(format_diff(comparison))
+    notes = old_run.notes + new_run.notes
+    if old_run.platform and new_run.platform and old_run.platform != new_run.platform:
+        mismatch = (
+            f"platforms differ: {old_run.path} is {old_run.platform}, {new_run.path} is {new_run.platform}"
+        )
+        if not allow_platform_mismatch:
+            print(
+                f"graphsafe report compare: {mismatch}; verdicts and errors are not comparable across "
+                "platforms (--allow-platform-mismatch compares them anyway)",
+                file=sys.stderr,
+            )
+            return 2
+        notes.append(f"{mismatch} (--allow-platform-mismatch)")
+    comparison = diff_runs(old_run, new_run)
+    out(format_diff(comparison) + "".join(f"\nnote: {n}" for n in notes))
     return 1 if comparison.regressed else 0
 
 
@@ -201,15 +311,25 @@ def baseline_path(fingerprint: dict[str, str], root: Path | None = None) -> Path
     return (root or BASELINE_DIR) / f"{platform_slug(fingerprint)}.csv"
 
 
-def main_nightly(run_dir: Path | str, root: Path | None = None) -> int:
-    """Compare a finished run with its platform's baseline; 1 on regression or when no baseline exists."""
-    fp = fingerprint_mod.read(run_dir)
-    if not fp:
-        print(
-            f"graphsafe nightly: {run_dir} has no fingerprint.json; cannot tell the platform", file=sys.stderr
-        )
+def main_nightly(
+    run_dir: Path | str,
+    root: Path | None = None,
+    allow_platform_mismatch: bool = False,
+    out: Callable[[str], None] = print,
+    baseline: Path | str | None = None,
+) -> int:
+    """Compare a finished run with its platform's baseline; 1 on regression or when no baseline exists.
+
+    `baseline`: a baseline .csv (a user's repository keeps its own), or a folder of <platform>.csv files;
+    default: the checkout's reports/baselines."""
+    try:
+        fp = read_fingerprint(run_dir)
+    except RunReadError as exc:
+        print(f"graphsafe nightly: {exc}", file=sys.stderr)
         return 2
-    path = baseline_path(fp, root)
+    if baseline is not None and Path(baseline).is_dir():
+        root = Path(baseline)
+    path = Path(baseline) if baseline is not None and not Path(baseline).is_dir() else baseline_path(fp, root)
     if not path.exists():
         # A night without a baseline compares with nothing; failing says so instead of a green light.
         print(
@@ -218,14 +338,17 @@ def main_nightly(run_dir: Path | str, root: Path | None = None) -> int:
             file=sys.stderr,
         )
         return 1
-    return main_compare(path, run_dir)
+    return main_compare(path, run_dir, allow_platform_mismatch=allow_platform_mismatch, out=out)
 
 
 def update(run_dir: Path | str, root: Path | None = None) -> Path:
-    """Make this run's results.csv the baseline of its platform; returns the baseline path."""
-    fp = fingerprint_mod.read(run_dir)
-    if not fp:
-        raise FileNotFoundError(f"{run_dir} has no fingerprint.json; cannot tell the platform")
+    """Make this run's results.csv the baseline of its platform; returns the baseline path.
+
+    RunReadError for a run that cannot be read or did not finish: a baseline must hold every case."""
+    fp = read_fingerprint(run_dir)
+    run = read_run(run_dir)
+    if run.notes:
+        raise RunReadError("; ".join(run.notes))
     path = baseline_path(fp, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(results_csv(run_dir), path)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence
 from harness.reports.tables import FailureSection, Table, cases_table, environment_table, run_model
 
 _DETAIL_MAX_CHARS = 300
@@ -62,10 +63,20 @@ def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
     failures, passing = model.failures, model.passing
     total = len(model.summaries)
     state = "all as expected" if not failures else f"{len(failures)} FAIL"
+    status = results.attrs.get(STATUS_KEY)
+    incomplete = completeness_sentence(status)
+    # A run that stopped early says so before anything else: its counts cover only the cases that ran.
+    head = f"# graphsafe: {incomplete} · " if incomplete else "# graphsafe: "
     lines = [
-        f"# graphsafe: {len(passing)}/{total} cases ok ({state}) · backend {model.column_values('backend')}"
+        f"{head}{len(passing)}/{total} cases ok ({state}) · backend {model.column_values('backend')}"
         f" · device {model.column_values('device')}",
         "",
+    ]
+    if incomplete and status:
+        never = status.get("never_ran") or []
+        lines += [f"## Never ran ({len(never)})", "", *[f"- `{name}`" for name in never], ""]
+    lines += [f"Note: {md_cell(note)}" for note in results.attrs.get(NOTES_KEY) or []]
+    lines += [
         "A case is ok when its verdict equals its expected verdict (negative controls expect a failure verdict).",
         "Error = max|out − ref| / max|ref|; `inf`: NaN/Inf found in the output; `—`: not applicable.",
         "",

@@ -4,6 +4,17 @@ The writer appends each finished case's rows and flushes them to disk at once, s
 keeps every result already written. The reader turns the CSV text back into typed columns; every report
 (summary.md, report.html, junit, baselines) reads runs through it.
 
+What a run survives (README "What a run survives"):
+- A report dir is claimed with a lock (`claim_run_dir`): a second run into it while the first runs fails at
+  once naming the first (pid, host, start time); a dir that already holds a run's reports is refused, never
+  overwritten. The default dir, reports/runs/<time>-<host>/, gets a -2, -3 ... suffix when taken.
+- While the run goes, results.csv's first line is a `# graphsafe run in progress ...` status line that names
+  the planned cases. A run that finishes every case rewrites the file without it (plain CSV); a run that stops
+  early (SIGINT, SIGTERM, an error) rewrites it as `# graphsafe run INCOMPLETE ...` with the cases that never
+  ran. A run killed outright (SIGKILL, power) leaves the in-progress line: readers say so.
+- Each case's rows go to disk in one write and an fsync; a partial last record (killed mid-write, disk full)
+  is dropped by the reader with a note, never read as a row.
+
 Error cells: an empty CSV cell means "not applicable" (case-level rows such as a capture failure) and becomes
 NaN when read; `inf` means NaN/Inf was found in an output and stays inf. A literal "nan" in the CSV is read
 as inf, never as "not applicable": a NaN error means a NaN was found.
@@ -11,14 +22,18 @@ as inf, never as "not applicable": a NaN error means a NaN was found.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import io
+import json
 import math
 import os
 import socket
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pandas as pd
 
@@ -60,6 +75,154 @@ def default_run_dir(root: Path = Path("reports/runs")) -> Path:
     return root / f"{time.strftime('%Y%m%d-%H%M%S')}-{socket.gethostname()}"
 
 
+# The files a run writes into its dir: any of them there means the dir holds another run's reports.
+REPORT_FILES: tuple[str, ...] = ("results.csv", "summary.md", "junit.xml", "report.html", "fingerprint.json")
+LOCK_FILE = ".graphsafe.lock"
+
+
+class RunDirError(Exception):
+    """The report dir cannot take this run (a file, unwritable, taken by another run, holds reports)."""
+
+
+class RunDirClaim:
+    """An exclusive claim on a report dir for one run: an fcntl lock on DIR/.graphsafe.lock, held until
+    `release` (the kernel drops it when the process dies, so a killed run never blocks the next one)."""
+
+    def __init__(self, run_dir: Path, handle: IO[str], created: bool) -> None:
+        self.run_dir = run_dir
+        self._handle = handle
+        self._created = created
+
+    def release(self) -> None:
+        """Unlock; a dir this claim created that got nothing but the lock file is removed again."""
+        if self._handle.closed:
+            return
+        with contextlib.suppress(OSError):
+            if self._created and [p.name for p in self.run_dir.iterdir()] == [LOCK_FILE]:
+                (self.run_dir / LOCK_FILE).unlink()
+                self.run_dir.rmdir()
+        self._handle.close()
+
+
+def claim_run_dir(run_dir: Path | None, root: Path = Path("reports/runs")) -> RunDirClaim:
+    """Create and lock the run's report dir; RunDirError with one line when it cannot be this run's.
+
+    Chosen policy: refuse, never overwrite, never nest. A --report-dir that holds a run's reports is refused
+    (the user picks another or deletes it); without --report-dir the run gets a fresh default dir."""
+    if run_dir is not None:
+        return _claim(run_dir, created=not run_dir.exists())
+    base = default_run_dir(root)
+    for attempt in range(1, 1000):
+        candidate = base if attempt == 1 else base.with_name(f"{base.name}-{attempt}")
+        try:
+            candidate.parent.mkdir(parents=True, exist_ok=True)
+            candidate.mkdir()
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise RunDirError(f"cannot create report dir {str(candidate)!r}: {exc.strerror or exc}") from None
+        return _claim(candidate, created=True)
+    raise RunDirError(f"no free report dir name next to {str(base)!r}")
+
+
+def _claim(run_dir: Path, created: bool) -> RunDirClaim:
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"--report-dir {str(run_dir)!r} is a file, not a directory")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handle = open(run_dir / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held for the whole run)
+    except OSError as exc:
+        raise RunDirError(f"cannot write to report dir {str(run_dir)!r}: {exc.strerror or exc}") from None
+    try:
+        _lock(handle)
+    except BlockingIOError:
+        handle.seek(0)
+        other = handle.read().strip() or "a run that has not written its name yet"
+        handle.close()
+        raise RunDirError(
+            f"report dir {str(run_dir)!r} is in use by another graphsafe run ({other}); "
+            "wait for it or choose another --report-dir"
+        ) from None
+    present = [name for name in REPORT_FILES if (run_dir / name).exists()]
+    if present:
+        handle.close()
+        raise RunDirError(
+            f"report dir {str(run_dir)!r} already holds a run's reports ({', '.join(present)}); "
+            "graphsafe never overwrites results: choose another --report-dir or remove that one"
+        )
+    handle.seek(0)
+    handle.truncate()
+    handle.write(_run_identity() + "\n")
+    handle.flush()
+    return RunDirClaim(run_dir, handle, created)
+
+
+def _lock(handle: IO[str]) -> None:
+    """Exclusive, non-blocking: BlockingIOError when another process holds it."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: msvcrt locks one byte the same way
+        import msvcrt
+
+        try:
+            msvcrt.locking(handle.fileno(), msvcrt.LK_NBLCK, 1)  # type: ignore[attr-defined]
+        except OSError:
+            raise BlockingIOError from None
+        return
+    fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def _run_identity() -> str:
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    return f"pid {os.getpid()} on host {socket.gethostname()}, started {started}"
+
+
+# ---------------------------------------------------------------------------------------------- status line
+
+STATUS_PREFIX = "# graphsafe run "
+IN_PROGRESS = "in progress"
+INCOMPLETE = "INCOMPLETE"
+STATUS_KEY = "graphsafe.status"  # DataFrame.attrs: the status line's fields, absent for a complete run
+NOTES_KEY = "graphsafe.notes"  # DataFrame.attrs: what the reader dropped or doubts, one sentence each
+
+
+def status_line(state: str, fields: dict[str, Any]) -> str:
+    """`# graphsafe run <state>: <sentence>` then a tab and the fields as JSON (what readers parse)."""
+    return f"{STATUS_PREFIX}{state}: {fields['sentence']}\t{json.dumps(fields, sort_keys=True)}\n"
+
+
+def parse_status_line(line: str) -> dict[str, Any]:
+    text = line[len(STATUS_PREFIX) :]
+    state = INCOMPLETE if text.startswith(INCOMPLETE) else IN_PROGRESS
+    _, _, payload = text.partition("\t")
+    try:
+        fields = json.loads(payload) if payload.strip() else {}
+    except json.JSONDecodeError:
+        fields = {}
+    if not isinstance(fields, dict):
+        fields = {}
+    fields["state"] = state
+    fields.setdefault("sentence", text.partition("\t")[0].strip())
+    return fields
+
+
+def completeness_sentence(status: dict[str, Any] | None) -> str | None:
+    """One line for the first line of every report; None for a complete run."""
+    if not status:
+        return None
+    never = status.get("never_ran") or []
+    if status.get("state") == INCOMPLETE:
+        return (
+            f"INCOMPLETE run: {status.get('reason', 'stopped early')}; {status.get('finished', '?')} of "
+            f"{status.get('planned', '?')} cases finished, {len(never)} never ran"
+        )
+    return (
+        f"INCOMPLETE run: results.csv still says the run is in progress ({status.get('run', 'unknown run')}): "
+        f"it is still running or was killed; {status.get('finished', '?')} of {status.get('planned', '?')} cases "
+        f"finished, {len(never)} not (yet) run"
+    )
+
+
 def cell_text(value: object) -> str:
     """One value as results.csv writes it: None -> "", floats with 9 significant digits, nan/inf spelled."""
     if value is None:
@@ -76,34 +239,90 @@ def cell_text(value: object) -> str:
 
 
 class ResultsWriter:
-    """Appends each finished case's rows to results.csv and flushes them to disk at once."""
+    """Appends each finished case's rows to results.csv and flushes them to disk at once.
 
-    def __init__(self, run_dir: Path) -> None:
+    The file is created exclusively (an existing results.csv is never truncated: FileExistsError) and starts
+    with the in-progress status line naming `planned`; `close` makes the first line tell how the run ended."""
+
+    def __init__(self, run_dir: Path, planned: Sequence[str] = ()) -> None:
         self.run_dir = run_dir
         run_dir.mkdir(parents=True, exist_ok=True)
         self.path = run_dir / "results.csv"
-        # A reused --report-dir starts a fresh results.csv: summary.md and report.html describe one run.
-        self._file = self.path.open("w", newline="")
-        self._writer = csv.DictWriter(self._file, fieldnames=COLUMNS)
-        self._writer.writeheader()
-        self._flush()
+        self.planned = list(planned)
         self.results: list[Result] = []
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.final_status: dict[str, Any] | None = None  # set by close(): None when the run was complete
+        self.write_error: str = ""  # why results.csv could not be written or finalized, "" when it could
+        self._file = self.path.open("x", newline="", encoding="utf-8")
+        self._write(self._status(IN_PROGRESS, "") + _header_text())
+
+    def _status(self, state: str, reason: str) -> str:
+        finished = {r.case for r in self.results}
+        never = [name for name in self.planned if name not in finished]
+        fields: dict[str, Any] = {
+            "planned": len(self.planned),
+            "finished": len(finished),
+            "never_ran": never,
+            "run": f"pid {os.getpid()} on host {socket.gethostname()}, started {self.started}",
+        }
+        if state == IN_PROGRESS:
+            fields["sentence"] = f"{fields['run']}; {len(self.planned)} cases planned, listed in never_ran"
+        else:
+            fields["reason"] = reason
+            fields["sentence"] = (
+                f"{reason}; {len(finished)} of {len(self.planned)} cases finished; never ran: {' '.join(never)}"
+            )
+        return status_line(state, fields)
 
     def add(self, result: Result) -> None:
-        self.results.append(result)
         status = "ok" if result.ok else "FAIL"
+        text = io.StringIO()
+        writer = csv.DictWriter(text, fieldnames=COLUMNS)
         for row in result.rows:
             record = dataclasses.asdict(row)
             record.update(verdict=result.verdict, expected=result.expected, status=status)
-            self._writer.writerow({k: cell_text(record.get(k)) for k in COLUMNS})
-        self._flush()
+            writer.writerow({k: cell_text(record.get(k)) for k in COLUMNS})
+        self._write(text.getvalue())  # the case's rows in one write: a kill leaves at most one partial record
+        self.results.append(result)  # only once on disk: a case whose write failed is listed as not finished
 
-    def _flush(self) -> None:
+    def _write(self, text: str) -> None:
+        self._file.write(text)
         self._file.flush()
         os.fsync(self._file.fileno())
 
-    def close(self) -> None:
-        self._file.close()
+    def close(self, stopped: str | None = None) -> dict[str, Any] | None:
+        """Close and finalize the first line. `stopped`: why the run ended before its plan (None: it did not).
+
+        Returns the final status fields (None for a complete run). A run that finished fewer cases than
+        planned is incomplete even without a reason. Finalizing rewrites the file next to it and renames it
+        over results.csv, so a failure (disk full) leaves the in-progress line, which still tells the truth."""
+        with contextlib.suppress(OSError):
+            self._file.close()
+        finished = {r.case for r in self.results}
+        missing = [name for name in self.planned if name not in finished]
+        if stopped is None and missing:
+            stopped = "the run ended before these cases ran"
+        first = self._status(INCOMPLETE, stopped) if stopped is not None else ""
+        self.final_status = parse_status_line(first.rstrip("\n")) if first else None
+        try:
+            body = self.path.read_text(encoding="utf-8").partition("\n")[2]
+            temporary = self.path.with_name(".results.csv.finishing")
+            with temporary.open("w", newline="", encoding="utf-8") as out:
+                out.write(first + body)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temporary, self.path)
+        except OSError as exc:
+            self.write_error = f"could not finalize {self.path}: {exc.strerror or exc}"
+            with contextlib.suppress(OSError):
+                self.path.with_name(".results.csv.finishing").unlink()
+        return self.final_status
+
+
+def _header_text() -> str:
+    text = io.StringIO()
+    csv.DictWriter(text, fieldnames=COLUMNS).writeheader()
+    return text.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -189,8 +408,57 @@ def results_csv(path: Path | str) -> Path:
 def read_results(path: Path | str) -> pd.DataFrame:
     """Read results.csv (or a run directory) as text, then type it with `normalize`.
 
-    NOTE on dtype=str and keep_default_na=False: pandas' default NA parsing would turn "nan" and "" alike into
-    NaN, losing the difference between "NaN found" and "not applicable" that the report must keep.
+    Every cell is read as text: pandas' default NA parsing would turn "nan" and "" alike into NaN, losing the
+    difference between "NaN found" and "not applicable" that the report must keep. A first line
+    `# graphsafe run ...` goes to attrs[STATUS_KEY]; a partial last record (a writer killed mid-write or out
+    of disk) is dropped with a sentence in attrs[NOTES_KEY].
     """
-    raw = pd.read_csv(results_csv(path), dtype=str, keep_default_na=False)
-    return normalize(raw)
+    raw, status, notes = read_raw(path)
+    df = normalize(raw)
+    if status and status["state"] == IN_PROGRESS:
+        # The line was written before any case ran: what finished is what the rows say.
+        seen = set(df["case"])
+        status["never_ran"] = [name for name in status.get("never_ran", []) if name not in seen]
+        status["finished"] = len(seen)
+    df.attrs[STATUS_KEY] = status
+    df.attrs[NOTES_KEY] = notes
+    return df
+
+
+def read_raw(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any] | None, list[str]]:
+    """results.csv as text cells, exactly the columns it has, with its status line and the reader's notes."""
+    csv_path = results_csv(path)
+    text = csv_path.read_text(encoding="utf-8")
+    status = None
+    if text.startswith(STATUS_PREFIX):
+        first, _, text = text.partition("\n")
+        status = parse_status_line(first)
+    records = list(csv.reader(io.StringIO(text, newline="")))
+    notes: list[str] = []
+    if not records:
+        return pd.DataFrame(columns=list(COLUMNS), dtype=str), status, notes
+    header, rows = records[0], records[1:]
+    if rows and (len(rows[-1]) != len(header) or not text.endswith("\n")):
+        rows.pop()
+        notes.append(
+            f"{csv_path}: dropped a partial last record (the writer was killed or ran out of disk while "
+            "writing it); every complete row before it is kept"
+        )
+    if status and status["state"] == INCOMPLETE and "case" in header:
+        # Rows of a case the writer did not finish writing (the disk filled mid-case): a part of a case's
+        # rows would read as a case with fewer replays.
+        unfinished = set(status.get("never_ran") or [])
+        index = header.index("case")
+        kept = [row for row in rows if len(row) <= index or row[index] not in unfinished]
+        if len(kept) != len(rows):
+            notes.append(
+                f"{csv_path}: dropped {len(rows) - len(kept)} rows of cases whose writing did not finish"
+            )
+            rows = kept
+    short = [i for i, row in enumerate(rows) if len(row) != len(header)]
+    if short:
+        raise ValueError(
+            f"{csv_path}: {len(short)} records do not have the header's {len(header)} fields "
+            f"(first at record {short[0] + 1}): not a results.csv, or corrupted"
+        )
+    return pd.DataFrame(rows, columns=header, dtype=str), status, notes
