@@ -158,6 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
     repro.add_argument("name")
     _add_run_arguments(repro)
+    repro.add_argument("--markdown", action="store_true", help="counterexample modules: tables as Markdown")
+    repro.set_defaults(replays=None)  # a counterexample module's own replay count unless given
     report = sub.add_parser("report", help="report tools")
     report_sub = report.add_subparsers(dest="report_command", required=True)
     compare = report_sub.add_parser(
@@ -496,6 +498,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 0
         return baseline.main_compare(args.old, args.new, allow_platform_mismatch=allow, out=emit)
     if args.command == "repro":
+        from harness import reproduce
+
+        if reproduce.is_counterexample(args.name):
+            return reproduce.run(
+                args.name,
+                backend=args.backend,
+                replays=args.replays,
+                seed=args.seed,
+                isolate=not args.no_isolate,
+                deadline=args.deadline,
+                markdown=args.markdown,
+            )
+        args.replays = args.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
         if not cases:
             raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
