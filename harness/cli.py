@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import fnmatch
 import math
 import os
 import shlex
@@ -43,6 +42,7 @@ from harness.runner import (
     run_in_process,
     run_isolated,
 )
+from harness.selection import compile_selector
 from harness.suite_config import SuiteConfigError
 from harness.suites import default_suites, load_default_suites
 
@@ -135,10 +135,19 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
+_PATTERN_HELP = (
+    "only matching cases: a pytest -k expression over case names and families (`-k 'moe_gemm and not fp8'`); "
+    "a pattern with * ? [ is a glob on the name"
+)
+
+
+def program_name() -> str:
+    """`graphsafe` from the console script, else `python -m <this package>` (harness here, graphsafe installed)."""
+    return "graphsafe" if Path(sys.argv[0]).name == "graphsafe" else f"python -m {__package__}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness", description="graphsafe: graph-replay safety checks"
-    )
+    parser = argparse.ArgumentParser(prog=program_name(), description="graphsafe: graph-replay safety checks")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="run cases and write a report")
     _add_run_arguments(verify)
@@ -149,12 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="I/N",
         help="run only the cases of shard I of N (a stable hash of the case name); `report merge` joins shards",
     )
-    verify.add_argument(
-        "-k", dest="pattern", default=None, help="only cases whose name matches (substring or glob)"
-    )
+    verify.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     listing = sub.add_parser("list", help="list cases")
     listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
-    listing.add_argument("-k", dest="pattern", default=None)
+    listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
     repro.add_argument("name")
     _add_run_arguments(repro)
@@ -250,16 +257,14 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
     except (CaseError, CaseFileError, SuiteConfigError) as exc:
         raise UsageError(str(exc)) from exc
     if pattern:
-        cases = [c for c in cases if _matches(c.name, pattern)]
+        try:
+            selected = compile_selector(pattern)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+        cases = [c for c in cases if selected(c)]
         if not cases:
-            raise UsageError(f"-k {pattern!r} matches no case; `python -m harness list` lists them")
+            raise UsageError(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
     return cases
-
-
-def _matches(name: str, pattern: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatch(name, pattern)
-    return pattern.lower() in name.lower()
 
 
 def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
