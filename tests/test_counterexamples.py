@@ -53,7 +53,7 @@ def test_module_opening_note_names_its_report(name):
     assert re.search(r"\d{4}-\d{2}-\d{2}", note), f"{name}: the opening note must give the report's date"
 
 
-@pytest.mark.parametrize("name", MODULES)
+@pytest.mark.parametrize("name", [m for m in MODULES if m != "issue350"])  # issue350: the test below
 def test_module_reproduces_on_cpu(name):
     proc = harness("repro", name, "--backend", "cpu", "--no-isolate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -62,8 +62,12 @@ def test_module_reproduces_on_cpu(name):
 
 
 def test_issue350_prints_both_of_the_reports_tables():
-    _, outcome, _ = reproduce.reproduce("issue350", "cpu", isolate=False)
+    loaded, outcome, backend = reproduce.reproduce("issue350", "cpu", isolate=False)
     assert outcome.exit_code == 0
+    assert "REPRODUCED on cpu: 5 of 5 lines" in reproduce.render_text(loaded.report, outcome, backend)
+    per_replay = {title: rows for title, _, rows, _ in outcome.tables}[loaded.report.tables[0].title]
+    assert [(r[0], r[5], r[6]) for r in per_replay] == [(str(i), "stale_replay", "pass") for i in range(3)]
+    assert all(r[3] == r[4] for r in per_replay)  # the fix: graph error equals eager error
     per_format = {title: rows for title, _, rows, _ in outcome.tables}["Existing graph test, per format"]
     assert [(r[0], r[2], r[3], r[4]) for r in per_format] == [
         ("BF16", "0.02", "FAIL", "PASS"),
