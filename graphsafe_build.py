@@ -124,7 +124,9 @@ class BuildPy(build_py):
         super().finalize_options()
         # pyproject.toml names the three roots; the subpackages are whatever folders the checkout has now, so a
         # new kernel family needs no packaging edit.
-        self.packages = sorted(set(self.packages or ()) | set(discover_packages(self.distribution.src_root or ".")))
+        self.packages = sorted(
+            set(self.packages or ()) | set(discover_packages(self.distribution.src_root or "."))
+        )
 
     def build_module(self, module: str, module_file: str, package: str | list[str]):  # type: ignore[override]
         outfile, copied = super().build_module(module, module_file, package)
