@@ -1,9 +1,11 @@
 """Tests of report.html: self-contained, and rendered by a real browser (headless Chromium, --dump-dom).
 
-Method: write a synthetic run (failing, passing, negative-control and platform cases, an `inf` error, a
-case-level timeout row), render report.html, load it in headless Chromium and parse the DOM it serialises:
-the tables, the three plots and every case name must be there, the conformance grid must hold exactly the
-platform cases. Chromium is found on PATH; without it the browser test skips naming the missing binary
+Method: write a synthetic run (failing, passing, near-threshold, negative-control and platform cases, a
+name of 90 characters, an `inf` error, a case-level timeout row), render report.html, load it in headless
+Chromium and parse the DOM it serialises (after the page's script ran): counts and failures come before the
+table, the environment is folded, every case name is there in full, the conformance grid holds exactly the
+platform cases, the negative control reads "caught", per-replay plots exist only for failures and cases near
+their threshold, and the address's #status= / #sort= / #q= filter and sort the case table. Chromium is found on PATH; without it the browser test skips naming the missing binary
 (`apt-get install -y chromium`), unless GRAPHSAFE_REQUIRE_BROWSER=1 (CI), where a missing browser fails.
 """
 
@@ -27,7 +29,15 @@ from harness.reports.results import COLUMNS, read_results
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
 PLATFORM_CASES = ("platform.node_kinds", "platform.live_graphs")
-OTHER_CASES = ("moe.bf16_fixed", "moe.bf16_main", "neg.stale_copy", "gemm.poisoned_tail")
+LONG_NAME = "counterexamples.vllm_619_side_stream_gate_projection_intermediate_recycled_under_consumer_fixed"
+OTHER_CASES = (
+    "moe.bf16_fixed",
+    "moe.bf16_main",
+    "neg.stale_copy",
+    "gemm.poisoned_tail",
+    "moe.near",
+    LONG_NAME,
+)
 
 
 def rows_of(
@@ -55,6 +65,8 @@ def run_dir(tmp_path: Path) -> Path:
         *rows_of("gemm.poisoned_tail", "gemm", "uninitialized", "pass", ["inf", "inf", "inf"]),
         *rows_of("platform.node_kinds", "platform.conformance", "pass", "pass", ["0.0", "0.0", "0.0"]),
         *rows_of("platform.live_graphs", "platform.conformance", "timeout", "pass", []),
+        *rows_of("moe.near", "moe", "pass", "pass", ["0.015", "0.012", "0.011"]),  # within 2x of 0.02
+        *rows_of(LONG_NAME, "counterexamples", "pass", "pass", ["0.0", "0.0", "0.0"]),
     ]
     run = tmp_path / "run <&> dir"  # characters that must be escaped in a file URL and in HTML
     run.mkdir()
@@ -102,12 +114,13 @@ def find_browser() -> str | None:
     return next((path for name in BROWSERS if (path := shutil.which(name))), None)
 
 
-def dump_dom(browser: str, page: Path, profile: Path) -> str:
-    """The DOM Chromium builds from the page, serialised (scripts would have run; the report has none)."""
+def dump_dom(browser: str, page: Path, profile: Path, fragment: str = "") -> str:
+    """The DOM Chromium builds from the page, serialised after the page's script ran; `fragment` is the
+    address's #... part."""
     args = [
         browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri(),
+        f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri() + fragment,
     ]  # fmt: skip
     done = subprocess.run(args, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
@@ -117,7 +130,7 @@ def dump_dom(browser: str, page: Path, profile: Path) -> str:
 # ---------------------------------------------------------------------------------------------- browser
 
 
-def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
+def _browser_or_skip() -> str:
     browser = find_browser()
     if browser is None:
         message = (
@@ -126,38 +139,96 @@ def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> N
         if os.environ.get("GRAPHSAFE_REQUIRE_BROWSER") == "1":
             pytest.fail(message)
         pytest.skip(message)
+    return browser
+
+
+def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> None:
+    browser = _browser_or_skip()
     page = write_html(run_dir)
     dom_text = dump_dom(browser, page, tmp_path / "chromium-profile")
     dom = parse(dom_text)
     text = " ".join(dom.text)
 
-    assert "graphsafe: 3/6 cases ok" in text  # the page's own content reached the DOM (not an error page)
-    assert dom.tags.get("table", 0) >= 3  # environment, failure tables, all cases
-    assert dom.tags.get("svg", 0) >= 3
-    assert {"errors", "series", "conformance"} <= set(dom.svg_text)
+    assert "graphsafe: 5/8 cases ok" in text  # the page's own content reached the DOM (not an error page)
+    assert "4 ok" in text and "1 negative controls caught" in text and "3 FAIL" in text
+    # At a glance: counts, then failures, then the table; the environment folded at the end.
+    order = [
+        dom_text.index(marker) for marker in ('class="counts"', "Failures (3)", 'id="cases"', "Environment")
+    ]
+    assert order == sorted(order)
+    assert re.search(r"<details><summary>Environment</summary>", dom_text)
+    assert {"errors", "series"} <= set(dom.svg_text)
     for case in PLATFORM_CASES + OTHER_CASES:
         assert case in text, case
-        assert case in " ".join(dom.svg_text["errors"]), f"{case} missing from the error/threshold plot"
-    conformance = " ".join(dom.svg_text["conformance"])
-    assert all(c in conformance for c in PLATFORM_CASES)
-    assert not any(c in conformance for c in OTHER_CASES)
-    assert "FAIL: timeout" in conformance and "ok: pass" in conformance
+        assert case in " ".join(dom.svg_text["errors"]), (
+            f"{case} missing (or cut) in the error/threshold plot"
+        )
+    conformance = re.search(r'<table class="conformance".*?</table>', dom_text, re.S)
+    assert conformance is not None
+    assert all(c in conformance.group(0) for c in PLATFORM_CASES)
+    assert not any(c in conformance.group(0) for c in OTHER_CASES)
+    assert "FAIL: timeout" in conformance.group(0) and "ok: pass" in conformance.group(0)
+    assert "<th>cpu</th>" in conformance.group(0)  # one column per platform
+    caught = re.search(r'<tr class="caught"[^>]*>.*?neg\.stale_copy.*?</tr>', dom_text, re.S)
+    assert caught is not None and "caught: expected stale_replay" in caught.group(0)
     assert "python -m harness repro moe.bf16_main --seed 4242 --backend cpu" in text
-    assert dom.tags.get("circle", 0) >= 12  # error dots plus per-replay series points
-    assert dom.tags.get("polyline", 0) >= 4
+    # Per-replay plots only where they say something: the 2 failures with replays and the near-threshold case.
+    assert dom.tags.get("svg", 0) == 1 + 3  # the error/threshold plot + 3 series
+    assert "Close to the threshold (1)" in text and "moe.near" in dom_text
     assert not re.search(r"<td[^>]*>\s*-?nan\s*</td>", dom_text, re.IGNORECASE)  # no table cell says nan
     assert re.search(r"<td[^>]*>\s*inf\s*</td>", dom_text)  # the poisoned output shows as inf
+    assert "8 of 8 cases shown" in text  # the script ran
+
+
+def _case_rows(dom_text: str) -> list[tuple[str, bool]]:
+    """(case, hidden) of each row of the case table, in DOM order."""
+    table = re.search(r'<table id="cases".*?</table>', dom_text, re.S)
+    assert table is not None
+    rows = re.findall(r"<tr ([^>]*)>.*?<code>(.*?)</code>", table.group(0), re.S)
+    return [(name, "hidden" in attrs) for attrs, name in rows]
+
+
+def test_case_table_filters_and_sorts_in_chromium(run_dir: Path, tmp_path: Path) -> None:
+    """The address's fragment drives the same code as the filter box, the status menu and a header click."""
+    browser = _browser_or_skip()
+    page = write_html(run_dir)
+    failing = _case_rows(dump_dom(browser, page, tmp_path / "p1", "#status=FAIL"))
+    assert sorted(n for n, hidden in failing if not hidden) == ["gemm.poisoned_tail", "moe.bf16_main",
+                                                                 "platform.live_graphs"]  # fmt: skip
+    assert len(failing) == 8
+    by_graph_error = _case_rows(dump_dom(browser, page, tmp_path / "p2", "#sort=max%20graph%20error:desc"))
+    assert [n for n, _ in by_graph_error][:2] == ["gemm.poisoned_tail", "neg.stale_copy"]  # inf, then 1.1
+    assert [n for n, _ in by_graph_error][-1] == "platform.live_graphs"  # "—": not applicable, last
+    caught = _case_rows(dump_dom(browser, page, tmp_path / "p3", "#q=bf16"))
+    assert sorted(n for n, hidden in caught if not hidden) == ["moe.bf16_fixed", "moe.bf16_main"]
 
 
 # ---------------------------------------------------------------------------------------------- no browser
 
 
 def test_page_is_self_contained(run_dir: Path) -> None:
-    """No scripts, stylesheets, images, fonts or links: the page must open offline, as an attachment."""
+    """One inline script and nothing fetched: no external scripts, stylesheets, images, fonts or links; the
+    page must open offline, as an attachment."""
     markup = write_html(run_dir).read_text()
-    assert not re.search(r"<(script|link|img|iframe|object|embed)\b", markup, re.IGNORECASE)
+    assert len(re.findall(r"<script\b", markup, re.IGNORECASE)) == 1
+    assert re.search(r"<script>", markup)  # inline: no attributes, so no src
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", markup, re.IGNORECASE)
     assert not re.search(r"\b(src|href)\s*=", markup, re.IGNORECASE)
-    assert "url(" not in markup and "@import" not in markup
+    assert "url(" not in markup and "@import" not in markup and "fetch(" not in markup
+
+
+def test_plots_only_where_they_say_something() -> None:
+    """160 passing cases far below their threshold (the shape of the built-in suite): no per-replay plot."""
+    import pandas as pd
+
+    rows = [
+        r
+        for i in range(160)
+        for r in rows_of(f"fam.case_{i:03d}", "fam", "pass", "pass", ["0.0001", "0.0001", "0.0001"])
+    ]
+    markup = render_html(pd.DataFrame([{k: str(r.get(k, "")) for k in COLUMNS} for r in rows]), {})
+    assert markup.count('class="series"') == 0
+    assert markup.count('<tr class="ok"') == 160
 
 
 def test_page_escapes_case_names_and_details(run_dir: Path) -> None:
@@ -165,7 +236,7 @@ def test_page_escapes_case_names_and_details(run_dir: Path) -> None:
     df.loc[df["case"] == "moe.bf16_main", "case"] = "<b>evil</b>"
     df.loc[df["case"] == "<b>evil</b>", "detail"] = "</table><script>alert(1)</script>"
     markup = render_html(df, {})
-    assert "<b>evil</b>" not in markup and "<script>" not in markup
+    assert "<b>evil</b>" not in markup and "<script>alert" not in markup
     assert "&lt;b&gt;evil&lt;/b&gt;" in markup
 
 
@@ -250,7 +321,7 @@ def test_platform_family_is_the_registering_module_and_fills_the_grid(
         writer.add(check(case, "cpu", replays=1))
     writer.close()
     page = write_html(run).read_text()
-    grid = re.search(r'<svg class="conformance".*?</svg>', page, re.S)
+    grid = re.search(r'<table class="conformance".*?</table>', page, re.S)
     assert grid is not None, "no conformance grid in report.html"
     assert f"{suite}_copy_ok" in grid.group(0)
     assert f"{suite}_explicit" not in grid.group(0)

@@ -1,40 +1,167 @@
 """junit.xml: one test case per graphsafe case, for CI systems that read JUnit reports.
 
-A case whose verdict is not its expected verdict gets a <failure> with the verdict, the largest errors and
-the detail; the classname `graphsafe.<family>.<backend>` groups cases as the reports do.
+Built with xml.etree (escaping and structure by the library, not by hand). What CI systems show:
+- <failure type=VERDICT> when a case got a verdict other than its expected one: the code is wrong (or a
+  negative control was missed);
+- <error type=VERDICT> when nothing could be decided about the code: the case crashed its worker, ran past
+  its deadline, hit a harness error, or never ran (a run that stopped early);
+- the body of either: verdict and expectation, the largest errors, every distinct detail, the command that
+  reproduces the case and its replay table, so the CI page alone is enough to start on it;
+- testsuite `timestamp` (the run's start, ISO 8601) and `hostname` from the fingerprint, `time` per case
+  (capture + replays + eager calls) and for the suite.
+The classname `graphsafe.<family>.<backend>` groups cases as the reports do.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime
+import math
+import socket
+import xml.etree.ElementTree as ET
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
+from typing import Any
 
+import pandas as pd
+
+from harness import verdicts as V
 from harness.records import Result
-from harness.reports.results import cell_text
+from harness.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
+from harness.reports.tables import CaseSummary, case_sources, failure_section, format_error, run_model
+
+# Verdicts that say nothing about the op's graph safety: the harness could not finish the check.
+ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT})
+HARNESS_ERROR = "harness error"  # detail prefix the runner uses for a failure of the harness itself
 
 
-def write_junit(path: Path, results: list[Result], suite: str = "graphsafe") -> None:
-    """One testcase per case; a failure element (verdict, errors, detail) when the verdict is not expected."""
-    failures = sum(not r.ok for r in results)
+def results_frame(results: list[Result]) -> pd.DataFrame:
+    """In-memory Results as the rows results.csv would hold (one reader path for every report)."""
+    records = []
+    for result in results:
+        status = "ok" if result.ok else "FAIL"
+        for row in result.rows:
+            record = dataclasses.asdict(row)
+            record.update(verdict=result.verdict, expected=result.expected, status=status)
+            records.append({k: cell_text(record.get(k)) for k in COLUMNS})
+    return pd.DataFrame(records, columns=list(COLUMNS), dtype=str)
+
+
+def is_error(summary: CaseSummary) -> bool:
+    """A failing case whose failure is the harness's or the process's, not a verdict about the code."""
+    return summary.failed and (
+        summary.verdict in ERROR_VERDICTS
+        or any(HARNESS_ERROR in d for d in summary.details)
+        or not summary.verdict
+    )
+
+
+def _seconds(rows: pd.DataFrame) -> float:
+    total = 0.0
+    for column in ("capture_ms", "replay_ms", "eager_ms"):
+        total += sum(v for v in rows[column].tolist() if not math.isnan(v) and not math.isinf(v))
+    return total / 1e3
+
+
+def _body(summary: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> str:
+    section = failure_section(summary, rows, sources)
+    table = section.table
+    widths = [max(len(h), *(len(r[i]) for r in table.rows)) for i, h in enumerate(table.header)]
     lines = [
-        '<?xml version="1.0" encoding="utf-8"?>',
-        f'<testsuites><testsuite name={quoteattr(suite)} tests="{len(results)}" failures="{failures}" errors="0">',
+        f"verdict {summary.verdict}, expected {summary.expected} ({summary.family}, {summary.backend})",
+        f"max eager error {format_error(summary.max_eager_error)}, max graph error "
+        f"{format_error(summary.max_graph_error)}, threshold {format_error(summary.threshold)}",
+        *(f"detail: {d}" for d in summary.details),
+        *([f"limits: {summary.limits}"] if summary.limits else []),
+        f"reproduce: {section.repro}",
+        "",
+        "  ".join(h.ljust(w) for h, w in zip(table.header, widths, strict=True)),
+        *("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in table.rows),
     ]
-    for r in results:
-        family = r.rows[0].family if r.rows else ""
-        seconds = (
-            sum((row.replay_ms or 0) + (row.eager_ms or 0) + (row.capture_ms or 0) for row in r.rows) / 1e3
+    return "\n".join(lines)
+
+
+def _timestamp(fingerprint: dict[str, str]) -> str:
+    """The run's start (fingerprint `time`), else now; ISO 8601 to the second."""
+    text = fingerprint.get("time", "")
+    try:
+        return datetime.datetime.fromisoformat(text).isoformat(timespec="seconds")
+    except ValueError:
+        return datetime.datetime.now(datetime.UTC).astimezone().isoformat(timespec="seconds")
+
+
+def render_junit(
+    results: pd.DataFrame,
+    fingerprint: dict[str, str] | None = None,
+    suite: str = "graphsafe",
+    status: dict[str, Any] | None = None,
+) -> str:
+    """junit.xml text for a run's rows (results.csv as read by harness.reports.results)."""
+    fingerprint = fingerprint or {}
+    model = run_model(normalize(results), fingerprint)
+    sources = case_sources(fingerprint)
+    incomplete = completeness_sentence(status)
+    never = [str(n) for n in (status or {}).get("never_ran") or []] if incomplete else []
+    reason = str((status or {}).get("reason") or "the run stopped early")
+
+    root = ET.Element("testsuites")
+    testsuite = ET.SubElement(root, "testsuite", name=suite)
+    errors = failures = 0
+    total_time = 0.0
+    for summary in sorted(model.summaries, key=lambda s: (s.family, s.case)):
+        rows = model.groups[summary.case]
+        seconds = _seconds(rows)
+        total_time += seconds
+        testcase = ET.SubElement(
+            testsuite,
+            "testcase",
+            classname=f"{suite}.{summary.family}.{summary.backend}",
+            name=summary.case,
+            time=f"{seconds:.3f}",
         )
-        lines.append(
-            f"  <testcase classname={quoteattr(f'{suite}.{family}.{r.backend}')} name={quoteattr(r.case)} "
-            f'time="{seconds:.3f}">'
+        if not summary.failed:
+            continue
+        kind = "error" if is_error(summary) else "failure"
+        errors += kind == "error"
+        failures += kind == "failure"
+        element = ET.SubElement(
+            testcase,
+            kind,
+            type=summary.verdict or "unknown",
+            message=f"verdict {summary.verdict}, expected {summary.expected}",
         )
-        if not r.ok:
-            graph = max((row.graph_error for row in r.rows if row.graph_error is not None), default=None)
-            eager = max((row.eager_error for row in r.rows if row.eager_error is not None), default=None)
-            message = f"verdict {r.verdict}, expected {r.expected}"
-            body = f"{message}; max eager error {cell_text(eager)}; max graph error {cell_text(graph)}; {r.detail}"
-            lines.append(f"    <failure message={quoteattr(message)}>{escape(body)}</failure>")
-        lines.append("  </testcase>")
-    lines.append("</testsuite></testsuites>")
-    path.write_text("\n".join(lines) + "\n")
+        element.text = _body(summary, rows, sources)
+    for name in never:
+        testcase = ET.SubElement(testsuite, "testcase", classname=f"{suite}.not_run", name=name, time="0")
+        message = f"never ran: {reason}"
+        ET.SubElement(testcase, "error", type="not_run", message=message).text = message
+        errors += 1
+    testsuite.attrib.update(
+        tests=str(len(model.summaries) + len(never)),
+        failures=str(failures),
+        errors=str(errors),
+        skipped="0",
+        time=f"{total_time:.3f}",
+        timestamp=_timestamp(fingerprint),
+        hostname=fingerprint.get("hostname") or socket.gethostname(),
+    )
+    ET.indent(root)
+    first = '<?xml version="1.0" encoding="utf-8"?>'
+    if incomplete:  # the first thing a reader sees; "--" may not appear inside an XML comment
+        first += f"<!-- graphsafe: {incomplete.replace('--', '- -')} -->"
+    return first + "\n" + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def write_junit(
+    path: Path,
+    results: list[Result] | pd.DataFrame,
+    suite: str = "graphsafe",
+    status: dict[str, Any] | None = None,
+    fingerprint: dict[str, str] | None = None,
+) -> None:
+    """Write junit.xml for in-memory Results or a run's rows.
+
+    `status`: results.csv's status fields when the run stopped early (ResultsWriter.close); the first line
+    then says so and every case that never ran is a testcase with an <error> naming why, so a CI that reads
+    only junit.xml cannot count the run as green."""
+    frame = results_frame(results) if isinstance(results, list) else results
+    Path(path).write_text(render_junit(frame, fingerprint, suite, status), encoding="utf-8")
