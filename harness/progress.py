@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import shutil
 import sys
+import threading
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import Any, TextIO
 
 _CLEAR_TO_EOL = "\x1b[K"
 
@@ -89,3 +90,56 @@ class Progress:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class BuildProgress:
+    """Progress of the native builds run before the first case (harness.native.build.prebuild): a line when
+    a build starts and when it ends, with the ETA of those still running. Each build has its own expected
+    time (its last cold build on this machine), so the ETA is the longest expected remainder among the builds
+    in flight: they compile at once. Case progress starts after the builds, so its ETA never counts them."""
+
+    def __init__(
+        self,
+        expected: dict[str, float],
+        stream: TextIO | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.expected = dict(expected)
+        self.stream: TextIO = stream if stream is not None else sys.stderr
+        self._clock = clock
+        self._started: dict[str, float] = {}
+        self._finished: set[str] = set()
+        self._lock = threading.Lock()
+
+    def eta_seconds(self) -> float:
+        now = self._clock()
+        left = [
+            max(0.0, self.expected[label] - (now - self._started.get(label, now)))
+            for label in self.expected
+            if label not in self._finished
+        ]
+        return max(left, default=0.0)
+
+    def started(self, label: str) -> None:
+        with self._lock:
+            self._started[label] = self._clock()
+            self._write(f"compiling {label} (about {format_eta(self.expected.get(label, 0.0))})")
+
+    def finished(self, label: str, seconds: float, error: BaseException | None = None) -> None:
+        with self._lock:
+            self._finished.add(label)
+            outcome = f"FAILED after {seconds:.1f}s: {type(error).__name__}" if error else f"{seconds:.1f}s"
+            self._write(f"{label} {outcome}")
+
+    def event(self, kind: str, build: Any, seconds: float, error: BaseException | None) -> None:
+        """harness.native.build.prebuild's on_event."""
+        if kind == "start":
+            self.started(build.label)
+        else:
+            self.finished(build.label, seconds, error)
+
+    def _write(self, text: str) -> None:
+        done, total = len(self._finished), len(self.expected)
+        self.stream.write(f"[build {done}/{total}] eta={format_eta(self.eta_seconds())} {text}\n")
+        self.stream.flush()

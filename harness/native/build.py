@@ -27,9 +27,12 @@ target exists; the loser then discards its copy and uses the winner's. No lock i
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 import pathlib
 import shutil
@@ -37,8 +40,10 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
+import time
 import types
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import torch
 
@@ -292,6 +297,143 @@ def _build(
     return output
 
 
+# ------------------------------------------------------------------------------------- planned builds
+# Kernel libraries build on first use, inside the first case that calls them: one case then waits for every
+# compiler in turn (a cold CPU suite sat 35 s in its first case), and a run with several families compiles
+# them one after another. A library declares its builds at import (`plan`); before the first case the runner
+# runs the ones the selected cases can reach (`planned`) at once in a thread pool (`prebuild`): each compiler
+# is its own process, so the threads overlap them and a cold run waits for the slowest family, not the sum.
+# The cases then find every library in the cache (a warm build call is a hash of the sources).
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedBuild:
+    """One build a library will need: `run()` builds (or finds cached) and imports it."""
+
+    label: str  # for progress lines: "moe_gemm cuda"
+    device: str  # "cpu": needed on every run; "gpu": only on runs with a GPU backend
+    owner: str  # the module that declared it
+    run: Callable[[], object]
+
+
+_PLANNED: dict[str, PlannedBuild] = {}
+# Expected seconds of a cold build per compiler until this machine has timed one (build_seconds.json): the
+# slowest family's compiler CPU time on the 2-core test box (reports/measurements/cpu-2026-12-01-harness-speed:
+# g++ 7.6-11.9 s, nvcc sm_90 17-38 s; hipcc 11.6 s from the build notes above).
+_DEFAULT_SECONDS = {"cpu": 12.0, "cuda": 38.0, "hip": 12.0}
+
+
+def plan(label: str, run: Callable[[], object], *, device: str, owner: str) -> None:
+    """Declare a build that `prebuild` may run ahead of the first case (same label: replaced)."""
+    if device not in ("cpu", "gpu"):
+        raise ValueError(f"device must be 'cpu' or 'gpu', got {device!r}")
+    _PLANNED[label] = PlannedBuild(label, device, owner, run)
+
+
+def planned(roots: Iterable[str], devices: Iterable[str]) -> list[PlannedBuild]:
+    """The planned builds of `devices` whose owner module the modules `roots` reach through their globals
+    (module objects, and the modules of functions and classes they hold), in declaration order."""
+    wanted = set(devices)
+    owners = {b.owner for b in _PLANNED.values() if b.device in wanted}
+    if not owners:
+        return []
+    packages = {o.split(".", 1)[0] for o in owners}
+    seen: set[str] = set()
+    stack = [r for r in roots if r in sys.modules]
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for value in list(vars(sys.modules[name]).values()):
+            target = (
+                value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+            )
+            if (
+                isinstance(target, str)
+                and target not in seen
+                and target in sys.modules
+                and target.split(".", 1)[0] in packages | {r.split(".", 1)[0] for r in roots}
+            ):
+                stack.append(target)
+    return [b for b in _PLANNED.values() if b.device in wanted and b.owner in seen]
+
+
+def expected_seconds(build: PlannedBuild) -> float:
+    """How long a cold build of `build` took here last time (build_seconds.json), else its compiler's default."""
+    backend = "cpu" if build.device == "cpu" else detect_backend()
+    return float(_history().get(build.label, _DEFAULT_SECONDS.get(backend, 12.0)))
+
+
+def prebuild(
+    builds: Sequence[PlannedBuild],
+    *,
+    jobs: int | None = None,
+    on_event: Callable[[str, PlannedBuild, float, BaseException | None], None] | None = None,
+) -> dict[str, BaseException]:
+    """Run `builds` in a thread pool (default: one thread per build, at most the cores); returns the
+    failures by label, without raising: the case that needs a failed build meets the same error when it
+    loads the library, and gets its verdict from it. `on_event(kind, build, seconds, error)` with kind
+    "start" or "done" (error set when it failed) drives the progress lines."""
+    failures: dict[str, BaseException] = {}
+    if not builds:
+        return failures
+    workers = jobs or max(1, min(len(builds), os.cpu_count() or 1))
+
+    def one(build: PlannedBuild) -> None:
+        if on_event:
+            on_event("start", build, 0.0, None)
+        start = time.perf_counter()
+        error: BaseException | None = None
+        try:
+            build.run()
+        except Exception as exc:  # reported per build, raised again where a case loads the library
+            error = exc
+            failures[build.label] = exc
+        seconds = time.perf_counter() - start
+        if error is None and seconds > _CACHE_HIT_SECONDS:
+            _remember(build.label, seconds)
+        if on_event:
+            on_event("done", build, seconds, error)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gs-build") as pool:
+        list(pool.map(one, builds))
+    return failures
+
+
+# A build call that returns faster than this found its library in the cache: not a compile time to remember.
+_CACHE_HIT_SECONDS = 0.5
+_HISTORY_LOCK = threading.Lock()
+
+
+def _history_path() -> pathlib.Path:
+    return cache_dir() / "build_seconds.json"
+
+
+def _history() -> dict[str, float]:
+    try:
+        data = json.loads(_history_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return (
+        {k: float(v) for k, v in data.items() if isinstance(v, int | float)} if isinstance(data, dict) else {}
+    )
+
+
+def _remember(label: str, seconds: float) -> None:
+    with _HISTORY_LOCK:
+        data = _history()
+        data[label] = round(seconds, 2)
+        path = _history_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+            tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+            os.replace(tmp, path)
+        except OSError:  # a read-only cache still builds; it only forgets the timing
+            pass
+
+
 _IMPORTED: dict[pathlib.Path, types.ModuleType] = {}
 
 
@@ -311,10 +453,15 @@ __all__ = [
     "BACKENDS",
     "BuildError",
     "CompilerNotFound",
+    "PlannedBuild",
     "build_extension",
     "build_shared_library",
     "cache_dir",
     "detect_backend",
     "device_arch",
+    "expected_seconds",
     "find_compiler",
+    "plan",
+    "planned",
+    "prebuild",
 ]
