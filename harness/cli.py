@@ -23,6 +23,7 @@ from typing import Any
 
 import torch
 
+from harness import requirements
 from harness.backends import BACKEND_NAMES, resolve_backend_name
 from harness.case import REGISTRY, Case, CaseFileError, load_case_source
 from harness.errors import BackendUnavailable, CaseError
@@ -265,6 +266,20 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
         if not cases:
             raise UsageError(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
     return cases
+
+
+def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Case]:
+    """The cases whose Case.requires this machine and backend meet; each other one is named on stderr with the
+    reason, as the pytest plugin skips it."""
+    backend = resolve_backend_name(backend_name)
+    kept = []
+    for case in cases:
+        reason = requirements.unmet(case.requires, backend)
+        if reason:
+            print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
+        else:
+            kept.append(case)
+    return kept
 
 
 def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
@@ -523,6 +538,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         cases = select_cases(args.case, args.pattern)
         if args.shard is not None:
             cases = [c for c in cases if args.shard.holds(c.name)]  # may be empty: the shard still reports
+        cases = without_unmet_requirements(cases, args.backend)
     results, run_dir, status = run_verify(args, cases)
     try:
         if args.command == "repro":

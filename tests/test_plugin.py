@@ -10,6 +10,7 @@ the installed entry point.
 
 from __future__ import annotations
 
+import csv
 import os
 import subprocess
 import sys
@@ -176,3 +177,19 @@ def test_cli_k_takes_pytest_expressions_over_names_and_families() -> None:
     assert names("x=1") == ["combine_x=1"]
     with pytest.raises(ValueError, match="not a valid expression"):
         compile_selector("cached and (fp8")
+
+
+def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
+    """Method: `python -m harness verify --backend cpu` on the case file's fix and its sm_90 case. Expected: the
+    sm_90 case is named as skipped with its reason on stderr and is absent from results.csv; the fix runs."""
+    repo = _user_repo(tmp_path)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    report = tmp_path / "report"
+    command = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--case", "my_cases.py"]
+    command += ["-k", "scale_fixed or needs_h100", "--report-dir", str(report)]
+    run = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "graphsafe: skipped scale_needs_h100: requires gpu: the run uses the cpu backend" in run.stderr
+    with (report / "results.csv").open() as f:
+        assert {row["case"] for row in csv.DictReader(f)} == {"scale_fixed"}
