@@ -27,7 +27,7 @@ from harness import requirements
 from harness.backends import BACKEND_NAMES, resolve_backend_name
 from harness.case import REGISTRY, Case, CaseFileError, load_case_source
 from harness.errors import BackendUnavailable, CaseError
-from harness.progress import Progress
+from harness.progress import BuildProgress, Progress
 from harness.protocol import DEFAULT_REPLAYS
 from harness.records import Result
 from harness.reports import fingerprint as fp_module
@@ -165,6 +165,12 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
     repro.add_argument("name")
+    repro.add_argument(
+        "--sizes",
+        default=None,
+        metavar="T=33,K=1",
+        help="check a case that declares a size space at these sizes (the summary of a search prints them)",
+    )
     _add_run_arguments(repro)
     repro.add_argument("--markdown", action="store_true", help="counterexample modules: tables as Markdown")
     repro.set_defaults(replays=None)  # a counterexample module's own replay count unless given
@@ -298,6 +304,31 @@ def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
     return requested
 
 
+def _at_sizes(case: Case, text: str) -> Case:
+    """`repro NAME --sizes T=33,K=1`: the case with its declared sizes fixed (harness/search.py)."""
+    from harness import search
+
+    if case.sizes is None:
+        raise UsageError(f"--sizes: case {case.name!r} declares no size space")
+    try:
+        return search.bind(case, search.parse_sizes(text, case.sizes))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _prebuild(cases: list[Case], backend: str) -> None:
+    """Compile the native libraries the selected cases reach, all at once, before the first case, with
+    progress lines of their own (harness.native.build.prebuild); a failed build is left to the cases that
+    load it, which report it with their verdicts."""
+    from harness.native import build as native_build
+
+    roots = sorted({REGISTRY.origin(c.name) for c in cases} - {""})
+    builds = native_build.planned(roots, ("cpu",) if backend == "cpu" else ("cpu", "gpu"))
+    if builds:
+        progress = BuildProgress({b.label: native_build.expected_seconds(b) for b in builds})
+        native_build.prebuild(builds, on_event=progress.event)
+
+
 def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result], Path, dict[str, Any] | None]:
     """Run and report; returns the results, the report dir and the final status (None: every case ran).
 
@@ -336,6 +367,7 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
         state["writer"].add(result)
         state["progress"].update(result.case, result.ok)
 
+    _prebuild(cases, backend)
     stopped: str | None = None
     previous_term = _raise_on_sigterm()
     try:
@@ -534,6 +566,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
         if not cases:
             raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
+        if args.sizes is not None:
+            cases = [_at_sizes(cases[0], args.sizes)]
+            args.no_isolate = True  # a worker knows the case by name only, with its whole size space
     else:
         cases = select_cases(args.case, args.pattern)
         if args.shard is not None:
