@@ -404,3 +404,28 @@ def test_cached_call_with_a_strided_block_map_matches_the_contiguous_one():
     want = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "bf16", 4)
     for _ in range(2):  # the second call goes through the cached plan
         assert torch.equal(torch.ops.graphsafe.moe_gemm(x, w, s, g, strided, "bf16", 4), want)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("block_m", [1, 4, 16])
+def test_gpu_e2m1_decode_of_every_byte_in_every_word_position_equals_the_twin(fmt, block_m):
+    """Method: 64 columns x 32 bytes enumerate each of the 256 bytes 8 times, at every byte position of a
+    little-endian word (the GPU decodes e2m1 a word at a time through f16x2), with unit scales; x row r is
+    the one-hot vector of K element r, so out[r, n] reads one decoded weight alone (every e2m1 value is exact
+    in bf16). Expected: the GPU's CUDA-core kernel equals the CPU twin's gs_e2m1 bit for bit at each register
+    tile size (block_m 1, 4, 16), and the outputs hold all 15 distinct e2m1 values (-0 sums to +0)."""
+    e, n, k = 1, 64, 64
+    data = torch.arange(n * k // 2, dtype=torch.int64).remainder(256).to(torch.uint8).view(e, n, k // 2)
+    if fmt == "mxfp4":
+        q = quant.QuantizedWeight(fmt, data, torch.full((e, n, k // 32), 127, dtype=torch.uint8), None, k)
+    else:
+        one = torch.full((e, n, k // 16), 1.0).to(torch.float8_e4m3fn)
+        q = quant.QuantizedWeight(fmt, data, one, torch.ones(e), k)
+    x = torch.eye(k).to(torch.bfloat16)
+    bmap = routing.block_map_from_group_sizes(torch.tensor([k], dtype=torch.int32), k, block_m)
+    cpu = mo.moe_gemm(x, q, bmap, block_m)
+    assert mo.kernel_path(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m) == "cuda_core"
+    gpu = mo.moe_gemm(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m).cpu()
+    assert torch.equal(gpu.view(torch.int16), cpu.view(torch.int16))
+    assert len(torch.unique(cpu.float())) == 15

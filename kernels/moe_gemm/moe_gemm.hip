@@ -282,13 +282,54 @@ __device__ __forceinline__ uint32_t gs_e4m3x2_to_f16x2(uint32_t pair) {
 }
 #endif
 
+#if defined(GS_BACKEND_CUDA)
+// Eight e2m1 nibbles of one word (element 2i in byte i's low nibble, 2i + 1 in its high one) -> four f16x2
+// words (h[i]: elements 2i, 2i + 1), exactly. A nibble S.EE.M placed as f16 bits (S at 15, EEM at 11..9)
+// reads value * 2^-14 (EE = 0 lands on f16 subnormals, like e2m1's own), so one f16 multiply by 2^14 (a
+// power of two: exact) gives the value, -0 included. Those f16 bits have a zero low byte and the high byte
+// (n & 8) << 4 | (n & 7) << 1, formed for the word's 4 low and 4 high nibbles at once; one byte permute
+// per pair places them. About 4 instructions per weight to f32 where gs_e2m1 takes about 8.
+__device__ __forceinline__ void gs_e2m1x8_to_f16x2(uint32_t word, uint32_t* h) {
+  const uint32_t lo = word & 0x0F0F0F0Fu, hi = (word >> 4) & 0x0F0F0F0Fu;
+  const uint32_t bl = ((lo & 0x08080808u) << 4) | ((lo & 0x07070707u) << 1);
+  const uint32_t bh = ((hi & 0x08080808u) << 4) | ((hi & 0x07070707u) << 1);
+  const uint32_t k2p14 = 0x74007400u;  // f16 2^14 in both halves
+  __half2 m;
+  memcpy(&m, &k2p14, 4);
+#pragma unroll
+  for (int b = 0; b < 4; ++b) {
+    uint32_t bits = __byte_perm(bl, bh, (b << 4) | ((4 + b) << 12)) & 0xFF00FF00u;
+    __half2 v;
+    memcpy(&v, &bits, 4);
+    v = __hmul2(v, m);
+    memcpy(&h[b], &v, 4);
+  }
+}
+#endif
+
 // Weight decode on the device, DEC selecting how e4m3fn turns into f32: 0 portable bit arithmetic
 // (gs_decode_chunk_t, ~8 integer/float instructions per weight), 1 the sm_89+ hardware conversion
 // e4m3x2 -> f16x2 then f16 -> f32. f16 holds every e4m3fn value exactly (NaN stays NaN) and f16 -> f32 is
 // exact, so both give the f32 that gs_e4m3fn gives: the CPU twin's bits are kept either way.
-// bench/moe_gemm_variants.cu measures the two (reports/measurements/h200-2026-11-30/README.md).
+// bench/moe_gemm_variants.cu measures the two (reports/measurements/h200-2026-11-30/README.md). DEC 1 also
+// decodes e2m1 (mxfp4, nvfp4) through f16x2 (gs_e2m1x8_to_f16x2), exact like gs_e2m1.
 template <int FMT, int DEC>
 __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float* w) {
+#if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__)
+  if (DEC == 1 && (FMT == GS_FMT_MXFP4 || FMT == GS_FMT_NVFP4)) {
+#pragma unroll
+    for (int i = 0; i < kChunk / 8; ++i) {
+      uint32_t h[4];
+      gs_e2m1x8_to_f16x2(words[i], h);
+#pragma unroll
+      for (int b = 0; b < 4; ++b) {
+        w[8 * i + 2 * b] = __half2float(__ushort_as_half(static_cast<unsigned short>(h[b] & 0xFFFFu)));
+        w[8 * i + 2 * b + 1] = __half2float(__ushort_as_half(static_cast<unsigned short>(h[b] >> 16)));
+      }
+    }
+    return;
+  }
+#endif
 #if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   if (DEC == 1 && (FMT == GS_FMT_MXFP8 || FMT == GS_FMT_BLOCK_FP8)) {
 #pragma unroll
