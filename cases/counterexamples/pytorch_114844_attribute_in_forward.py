@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.backends import get_backend
+from harness.backends import GraphBackend, get_backend
 from harness.reproduce import MeasuredTable, Measurement, Report
 
 N, D_IN, INNER, D_OUT = 2, 2, 4, 2  # the issue's sizes
@@ -61,30 +61,35 @@ def _rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
 def run_issue_script(backend: str, in_place: bool, between: str) -> tuple[float, float]:
     """The issue's steps on `backend`; returns (model.x error, returned output error) after the replay."""
     be = get_backend(backend)
+    # Inside the backend's poisoned-allocation scope, as harness.check runs every capture; every tensor of the
+    # steps is a local of _issue_steps, so none outlives the scope's memory pool.
+    with be.poisoned_allocation(0xFF), torch.no_grad():
+        return _issue_steps(be, in_place, between)
+
+
+def _issue_steps(be: GraphBackend, in_place: bool, between: str) -> tuple[float, float]:
     torch.manual_seed(114844)
     model = Model(in_place).to(be.device)
     static = torch.ones(N, D_IN, device=be.device)
-    # Inside the backend's poisoned-allocation scope, as harness.check runs every capture.
-    with be.poisoned_allocation(0xFF), torch.no_grad():
-        model(static)  # the issue's eager call before capture
-        graph = be.capture(lambda: model(static))
-        try:
-            if between == "assign":  # the issue: "Keep some intermediate value in model.x"
-                kept = torch.tensor([[100.0] * INNER, [200.0] * INNER], device=be.device)
-                if in_place:
-                    model.x.copy_(kept)
-                else:
-                    model.x = kept
-            else:  # an eager forward between replays, as an engine's prefill
-                model(torch.full((N, D_IN), 3.0, device=be.device))
-            new_input = torch.ones(N, D_IN, device=be.device).add_(10)
-            static.copy_(new_input)
-            graph.replay()
-            be.synchronize()
-            x_error = _rel_error(model.x, model.Linear1(new_input))
-            out_error = _rel_error(graph.outputs[0], model.Linear2(model.Linear1(new_input)))
-        finally:
-            graph.release()
+    model(static)  # the issue's eager call before capture
+    graph = be.capture(lambda: model(static))
+    try:
+        if between == "assign":  # the issue: "Keep some intermediate value in model.x"
+            kept = torch.tensor([[100.0] * INNER, [200.0] * INNER], device=be.device)
+            if in_place:
+                model.x.copy_(kept)
+            else:
+                model.x = kept
+        else:  # an eager forward between replays, as an engine's prefill
+            model(torch.full((N, D_IN), 3.0, device=be.device))
+        new_input = torch.ones(N, D_IN, device=be.device).add_(10)
+        static.copy_(new_input)
+        graph.replay()
+        be.synchronize()
+        x_error = _rel_error(model.x, model.Linear1(new_input))
+        out_error = _rel_error(graph.outputs[0], model.Linear2(model.Linear1(new_input)))
+    finally:
+        graph.release()
     return x_error, out_error
 
 
