@@ -198,3 +198,14 @@ def test_check_searches_a_case_that_declares_sizes(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv(S.SECONDS_ENV, "3600")
     result = check(_case("shape_search.empty_expert.buggy"), CPU)
     assert result.ok and "smallest failing sizes T=1,E=2,H=1 " in result.detail
+
+
+def test_summary_repro_command_names_the_smallest_failing_sizes() -> None:
+    from harness.reports.tables import repro_command, searched_sizes
+
+    assert searched_sizes(["", "sizes T=33,H=1: eager output: 1 NaN/Inf"]) == "T=33,H=1"
+    assert searched_sizes(["sizes T=33,H=1"]) == "T=33,H=1"
+    # A search that found nothing names the sizes of its rows, but there is no failure to rerun at them.
+    assert searched_sizes(["sizes T=1,H=1; 3 sizes checked (T in 1..256): every verdict pass"]) == ""
+    command = repro_command("shape_search.block_tail.buggy", "0", "cpu", (), "T=33,H=1")
+    assert "repro shape_search.block_tail.buggy --sizes T=33,H=1 --seed 0 --backend cpu" in command

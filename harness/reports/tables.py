@@ -12,6 +12,7 @@ with six decimals); "inf" marks NaN/Inf found in an output, "—" a value that d
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -124,9 +125,26 @@ def case_sources(fingerprint: dict[str, str]) -> list[str]:
         return []
 
 
-def repro_command(case: str, seed_a: str, backend: str, sources: Iterable[str] = ()) -> str:
-    """The exact command that reruns one case with its recorded seed on its backend."""
+# How harness/search.py marks the rows at the smallest failing sizes it found: "sizes T=33,H=1: <detail>" (a
+# search that found nothing marks its rows "sizes T=1,H=1; N sizes checked ...": no sizes to rerun at).
+_SIZES = re.compile(r"^sizes ((?:[A-Za-z_]\w*=-?\d+,?)+)(?::|$)")
+
+
+def searched_sizes(details: Iterable[str]) -> str:
+    """The smallest failing sizes a search reported in these rows' details ("" when it reported none)."""
+    for detail in details:
+        found = _SIZES.match(str(detail or ""))
+        if found:
+            return found.group(1).rstrip(",")
+    return ""
+
+
+def repro_command(case: str, seed_a: str, backend: str, sources: Iterable[str] = (), sizes: str = "") -> str:
+    """The exact command that reruns one case with its recorded seed on its backend (and, for a case that
+    declares a size space, at the sizes its search reported)."""
     parts = [f"python -m {_PROGRAM} repro", shlex.quote(case)]
+    if sizes:
+        parts.append(f"--sizes {sizes}")
     parts += [f"--case {shlex.quote(source)}" for source in sources]
     if seed_a:
         parts.append(f"--seed {seed_a}")
@@ -195,7 +213,9 @@ def failure_section(summary: CaseSummary, rows: pd.DataFrame, sources: Iterable[
     )
     return FailureSection(
         summary=summary,
-        repro=repro_command(summary.case, summary.seed_a, summary.backend, sources),
+        repro=repro_command(
+            summary.case, summary.seed_a, summary.backend, sources, searched_sizes(rows["detail"])
+        ),
         table=Table(REPLAY_HEADER, table_rows, numeric=frozenset({3, 4, 5})),
         details=summary.details,
     )
