@@ -88,6 +88,21 @@ def make_inputs_factory(
     return make_inputs
 
 
+# Shape search beside the hand list (harness/search.py): every T, K and H up to past the 256-thread block and
+# around the 8-wide vector path, walked one dimension at a time and combined by Hypothesis; the hand list keeps
+# the production width (7168) and the grid-stride T (9000), which a search would only pay for again.
+SEARCH_SIZES = {"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)}
+
+
+def sized_inputs_factory(mix: Mix, **flags: bool) -> Callable[..., dict[str, torch.Tensor]]:
+    """make_inputs taking the searched T, K, H as keyword arguments (Case.sizes)."""
+
+    def make_inputs(seed: int, device: torch.device, *, T: int, K: int, H: int) -> dict[str, torch.Tensor]:
+        return make_inputs_factory(T, K, H, mix, **flags)(seed, device)
+
+    return make_inputs
+
+
 def on_cpu_implementation(op: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """Reference = the same op run by the g++ CPU implementation, moved back to the inputs' device."""
 
@@ -225,6 +240,32 @@ def register_cases() -> list[Case]:
                     note="per-dtype tolerance vs float64 sigmoid * shared",
                 )
             )
+    for mix in (PROD, MIXES[2]):
+        cases.append(
+            Case(
+                name=f"moe_combine.{mix.name}.s0.7.search.exact",
+                make_inputs=sized_inputs_factory(mix),
+                op=combine_op(0.7, mix.out),
+                reference=_bind(reference.moe_combine_f32, routed_scale=0.7, out_dtype=mix.out),
+                bit_exact=True,
+                family="moe_combine",
+                sizes=SEARCH_SIZES,
+                note="bitwise vs reference.moe_combine_f32 at every searched T, K, H",
+            )
+        )
+    gate = combine_gate_op(1.0, PROD.out)
+    cases.append(
+        Case(
+            name="moe_combine_gate.prod.s1.0.search.vs_cpu_impl",
+            make_inputs=sized_inputs_factory(PROD, gate=True),
+            op=gate,
+            reference=on_cpu_implementation(gate),
+            bit_exact=True,
+            family="moe_combine",
+            sizes=SEARCH_SIZES,
+            note="bitwise vs the g++ CPU implementation at every searched T, K, H (trivial on the cpu backend)",
+        )
+    )
     # Refusals: f16 anywhere a storage dtype goes is refused by name before any pointer is read.
     f16 = Mix("f16", torch.float16, torch.float16, torch.float16)
     cases.append(

@@ -67,7 +67,7 @@ CONFIGS = (
 PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign")
 
 
-@functools.cache
+@functools.lru_cache(maxsize=16)  # a shape search asks for many (E, N, K): keep the last few
 def _weights(fmt: str, experts: int, n: int, k: int) -> quant.QuantizedWeight:
     w = torch.randn(experts, n, k, generator=torch.Generator().manual_seed(4004))
     return quant.quantize_weight(w, fmt)
@@ -156,6 +156,46 @@ def _static_inputs(fmt: str) -> tuple[str, ...]:
     return ("w", *scale, *(("w_global",) if fmt == "nvfp4" else ()))
 
 
+# Shape search beside the hand list (harness/search.py): top-k routing at every token count, expert count and
+# top-k, N off the kernel's tiles, K over whole and partial 128-blocks (mxfp8, block_m 16). The hand list holds
+# the edges seen in aiter PR #5831 (N=129, K=96, empty experts); the search walks each dimension and Hypothesis
+# combines them. T starts at 2: two stamped top-k ids make A and every B differ for any E >= 2.
+SEARCH_FORMAT = "mxfp8"
+SEARCH_BLOCK_M = 16
+SEARCH_SIZES = {
+    "T": range(2, 65),
+    "E": range(2, 17),
+    "topk": range(1, 5),
+    "N": range(1, 161),
+    "K": range(32, 289, 32),
+}
+
+
+def _search_config(T: int, E: int, topk: int, N: int, K: int) -> Config:
+    return Config("search", E, N, K, SEARCH_BLOCK_M, tokens=T, topk=topk)
+
+
+def _search_inputs(seed: int, device: torch.device, *, T: int, E: int, topk: int, N: int, K: int):
+    made = _make_inputs(SEARCH_FORMAT, _search_config(T, E, topk, N, K))(seed, device)
+    # Seeds A..A+3 as two base-E digits in two ids: they differ pairwise for every E >= 2.
+    made["topk_ids"][0, 0] = seed % E
+    made["topk_ids"][-1, -1] = (seed // E) % E
+    return made
+
+
+def _search_call(reference: bool):
+    """The op (or reference) for the config the tensors give: E, N from w [E, K, N], K and T from x, top-k from
+    the ids."""
+
+    def call(x, w, w_scale=None, w_global=None, topk_ids=None):
+        cfg = _search_config(x.shape[0], w.shape[0], topk_ids.shape[1], w.shape[2], x.shape[1])
+        return (_reference if reference else _op)(SEARCH_FORMAT, cfg)(
+            x, w, w_scale, w_global, topk_ids=topk_ids
+        )
+
+    return call
+
+
 def _register_all() -> None:
     by_name = {c.name: c for c in CONFIGS}
     for fmt in quant.FORMATS:
@@ -176,6 +216,18 @@ def _register_all() -> None:
                     ),
                 )
             )
+    register(
+        Case(
+            name=f"moe_gemm.{SEARCH_FORMAT}.search.topk_bm{SEARCH_BLOCK_M}",
+            make_inputs=_search_inputs,
+            op=_search_call(reference=False),
+            reference=_search_call(reference=True),
+            tolerance=TOLERANCE,
+            static_inputs=_static_inputs(SEARCH_FORMAT),
+            sizes=SEARCH_SIZES,
+            note="the hand list's tolerance and reference over searched T, E, top-k, N and K",
+        )
+    )
 
 
 _register_all()

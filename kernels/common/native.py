@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import pathlib
+import sys
 import types
 
 from harness.native import build as native_build
@@ -46,6 +47,20 @@ def source(family_dir: pathlib.Path, stem: str, device: str) -> pathlib.Path:
             return family_dir / name
     raise FileNotFoundError(
         f"op family {family_dir.name!r} has no {device} source: looked for {candidates} in {family_dir}"
+    )
+
+
+def declare(family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()) -> None:
+    """Tell the harness that ``load(family_dir, stem, device, extra_flags)`` will be needed, so a run can build
+    it before its first case, at the same time as the other families (harness.native.build.plan). Called at
+    import by the module that loads it; ``load`` is still how the module is obtained."""
+    owner = sys._getframe(1).f_globals.get("__name__", "")
+    flags = tuple(extra_flags)
+    native_build.plan(
+        f"{pathlib.Path(family_dir).name}/{stem} {device}",
+        functools.partial(load, pathlib.Path(family_dir), stem, device, flags),
+        device=device,
+        owner=owner,
     )
 
 

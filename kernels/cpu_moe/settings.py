@@ -110,6 +110,10 @@ def same_device(a: str | torch.device, b: str | torch.device) -> bool:
 # ------------------------------------------------------------------------------------ native modules
 
 
+native.declare(FAMILY_DIR, "cpu_moe", "cpu", ("-O3",))
+native.declare(FAMILY_DIR, "handshake", "gpu")
+
+
 def cpu_module() -> ModuleType:
     """The C++ executor, cpu_moe.cpp (g++, no torch headers; about 15 s cold, then cached on disk)."""
     return native.load(FAMILY_DIR, "cpu_moe", "cpu", ("-O3",))

@@ -31,6 +31,10 @@ _ALLOWED = "allowed: torch.float32, torch.bfloat16"
 DEFECTS = {0: "production", 1: "truncating bf16 store (negative control)"}
 
 
+native.declare(FAMILY_DIR, "moe_combine", "cpu")
+native.declare(FAMILY_DIR, "moe_combine", "gpu")
+
+
 def cpu_module() -> types.ModuleType:
     """The g++ build of moe_combine.cpp (built on first use, then cached on disk)."""
     return native.load(FAMILY_DIR, "moe_combine", "cpu")

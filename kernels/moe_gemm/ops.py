@@ -54,6 +54,10 @@ SCALE_N_BLOCK = {"block_fp8": 128}
 PACKED = ("mxfp4", "nvfp4", "q4_0")  # two K elements per byte
 
 
+native.declare(FAMILY_DIR, "moe_gemm", "cpu")
+native.declare(FAMILY_DIR, "moe_gemm", "gpu")
+
+
 def cpu_module() -> types.ModuleType:
     """The g++ build of moe_gemm.cpp, the CUDA-core kernel's bitwise twin (it includes moe_gemm.hip)."""
     return native.load(FAMILY_DIR, "moe_gemm", "cpu")

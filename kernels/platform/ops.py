@@ -35,6 +35,9 @@ RING_CAPACITY = (
 _KEPT: list[torch.Tensor] = []  # buffers a control deliberately keeps alive (leaks, frozen snapshots)
 
 
+native.declare(FAMILY_DIR, "graph_platform", "gpu")
+
+
 def lib() -> types.ModuleType:
     """Build (cached by content) and import graph_platform.hip for the visible device."""
     return native.load(FAMILY_DIR, "graph_platform", "gpu")
