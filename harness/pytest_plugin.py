@@ -133,9 +133,8 @@ class CaseSource(pytest.File):
 
     def collect(self) -> Iterator[CaseItem]:
         for case in self.cases:
-            # A case file must be loaded again by a worker process (crash/timeout cases) and by `repro`.
-            sources = [self.source] if self.source.endswith(".py") else []
-            yield CaseItem.from_parent(self, name=case.name, case=case, sources=sources)
+            # A worker process (crash/timeout cases) and `repro` load the case's file or module again.
+            yield CaseItem.from_parent(self, name=case.name, case=case, sources=[self.source])
 
 
 class CaseVerdictError(AssertionError):

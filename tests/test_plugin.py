@@ -58,9 +58,11 @@ def _user_repo(tmp_path: Path, case_file_name: str = "my_cases.py") -> Path:
     return repo
 
 
-def _pytest(repo: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _pytest(repo: Path, *args: str, import_root: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """pytest in `repo` with the checkout's plugin; `import_root` goes on PYTHONPATH too (module sources)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+    roots = [str(REPO_ROOT), str(import_root or ""), env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, roots))
     env.pop("PYTEST_XDIST_WORKER", None)  # the inner session is not a worker of the outer one
     env.pop("PYTEST_XDIST_WORKER_COUNT", None)
     command = [
@@ -193,3 +195,22 @@ def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
     assert "graphsafe: skipped scale_needs_h100: requires gpu: the run uses the cpu backend" in run.stderr
     with (report / "results.csv").open() as f:
         assert {row["case"] for row in csv.DictReader(f)} == {"scale_fixed"}
+
+
+def test_module_source_and_a_crash_control_run_in_a_worker_process(tmp_path: Path) -> None:
+    """Method: --graphsafe-case naming a module (not a file) that registers an op calling os.abort(), expecting
+    `crash`, and a correct op. Expected: both items pass: the abort killed a worker process, not pytest."""
+    repo = tmp_path / "user_repo"
+    (repo / "userpkg").mkdir(parents=True)
+    (repo / "userpkg" / "__init__.py").write_text("")
+    (repo / "userpkg" / "crashy.py").write_text(
+        "import os\nimport torch\nfrom harness import Case, register\n\n\n"
+        "def make_inputs(seed, device):\n"
+        "    return {'x': torch.randn(8, generator=torch.Generator().manual_seed(seed)).to(device)}\n\n\n"
+        "def abort_op(x):\n    os.abort()\n\n\n"
+        "register(Case(name='user_abort_control', make_inputs=make_inputs, op=abort_op, expect='crash'))\n"
+        "register(Case(name='user_neg', make_inputs=make_inputs, op=torch.neg))\n"
+    )
+    run = _pytest(repo, "--graphsafe-case", "userpkg.crashy", "-q", import_root=repo)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 passed" in run.stdout
