@@ -1,7 +1,7 @@
 """Shape search: a case that declares its size space is checked over many sizes, and a failure is shrunk to
 the smallest sizes that still fail.
 
-Role: the seeds' bugs live at shape edges (a block not a multiple of T, an expert with no tokens, an f16
+Role: the seeds' bugs live at shape edges (T not a multiple of the block, an expert with no tokens, an f16
 read past the end at some H); a hand-written shape list finds only the edges someone thought of. A case
 declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypothesis strategy of ints), and
 `make_inputs(seed, device, *, T, E)` takes them as keyword arguments. `harness.check` on such a case runs
@@ -15,18 +15,19 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
   2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
      dimensions, strategy dimensions) and, at the first failure, shrinks it;
   3. a failure from any phase is minimised dimension by dimension over the ranges (the smallest value of
-     each dimension, others fixed, that still fails), so the report names the smallest failing sizes;
-     Hypothesis's shrinker alone can stop at a local minimum (T=97 instead of 33 when the bits it clears do
-     not lead there).
+     each dimension, others fixed, that still fails, until nothing changes), so the report names the
+     smallest failing sizes whichever phase found them (the sweep's first hit or a stored example is not
+     shrunk by Hypothesis).
 
 "Fails" means a verdict other than `pass`: for a case expected to pass that is the bug; a negative control
 expects the verdict the search must find. Sizes a case cannot take are rejected with `hypothesis.assume(...)`
-inside make_inputs (K <= E, say); they count as neither pass nor failure.
+inside make_inputs (K <= E, say); they count as neither pass nor failure. So do sizes at which an input
+cannot differ between A and every B (the protocol's CaseError for identical inputs): they are counted.
 
 Budgets (`Budget`: nightly under HYPOTHESIS_PROFILE=nightly, as `make nightly` sets it, else default; each
-overridable with GRAPHSAFE_SEARCH_EXAMPLES / GRAPHSAFE_SEARCH_SECONDS): generation and sweep stop at their example counts or the
-time limit, whichever comes first; shrinking a failure found in time may run past the limit, up to
-`shrink_checks` checks. The result names the smallest failing sizes and a one-line repro,
+overridable with GRAPHSAFE_SEARCH_EXAMPLES / GRAPHSAFE_SEARCH_SECONDS): sweep and generation stop at their
+counts or the time limit (counted from the end of the first check), whichever comes first; shrinking a
+failure found in time may run past the limit, up to `shrink_checks` checks. The result names the smallest failing sizes and a one-line repro,
 `graphsafe repro NAME --sizes T=33,E=2 --seed S`.
 """
 
