@@ -107,9 +107,7 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--replays", type=_replay_count, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
     )
     p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of input A (B_i use seed+1+i)")
-    p.add_argument(
-        "--rebuilds", type=_stress_count, default=0, help="recapture R times after the replays"
-    )
+    p.add_argument("--rebuilds", type=_stress_count, default=0, help="recapture R times after the replays")
     p.add_argument(
         "--live-graphs", type=_stress_count, default=0, help="keep G graphs live, replay interleaved"
     )
@@ -329,7 +327,9 @@ def _prebuild(cases: list[Case], backend: str) -> None:
         native_build.prebuild(builds, on_event=progress.event)
 
 
-def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result], Path, dict[str, Any] | None]:
+def run_verify(
+    args: argparse.Namespace, cases: list[Case]
+) -> tuple[list[Result], Path, dict[str, Any] | None]:
     """Run and report; returns the results, the report dir and the final status (None: every case ran).
 
     Every case's definition is checked (and the memory bounds) before results.csv is created, so a bad case
@@ -367,10 +367,10 @@ def run_verify(args: argparse.Namespace, cases: list[Case]) -> tuple[list[Result
         state["writer"].add(result)
         state["progress"].update(result.case, result.ok)
 
-    _prebuild(cases, backend)
     stopped: str | None = None
     previous_term = _raise_on_sigterm()
     try:
+        _prebuild(cases, backend)  # inside: a failure or an interrupt here still releases the report dir
         if args.no_isolate:
             run_in_process(cases, options, on_result, validated=start_writing)
         else:
