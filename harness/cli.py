@@ -396,6 +396,8 @@ def run_verify(
         raise
     finally:
         _restore_sigterm(previous_term)
+        # A second Ctrl-C while the reports are written would leave them half done: both signals wait.
+        held = _hold_signals()
         writer = state["writer"]
         status = None
         if state["progress"] is not None:
@@ -411,7 +413,19 @@ def run_verify(
             except OSError as exc:
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
         claim.release()
+        _restore_signals(held)
     return writer.results, run_dir, status
+
+
+def _hold_signals() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
+def _restore_signals(held: dict[int, Any]) -> None:
+    for signum, handler in held.items():
+        signal.signal(signum, handler)
 
 
 def _raise_on_sigterm() -> Any:

@@ -586,6 +586,10 @@ def test_compare_refuses_files_that_are_not_results(tmp_path: Path) -> None:
     proc = harness("report", "compare", str(BASELINES / "cpu.csv"), str(no_verdicts))
     assert proc.returncode == 2 and "verdict, expected" in proc.stderr
     assert "new failures" not in proc.stdout
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    proc = harness("report", "compare", str(empty), str(empty))
+    assert proc.returncode == 2 and "missing columns" in proc.stderr
 
 
 def test_compare_across_platforms_needs_the_flag() -> None:

@@ -435,8 +435,8 @@ def read_raw(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any] | None, lis
         status = parse_status_line(first)
     records = list(csv.reader(io.StringIO(text, newline="")))
     notes: list[str] = []
-    if not records:
-        return pd.DataFrame(columns=list(COLUMNS), dtype=str), status, notes
+    if not records:  # not even a header: no columns (a reader that needs some says which are missing)
+        return pd.DataFrame(dtype=str), status, notes
     header, rows = records[0], records[1:]
     if rows and (len(rows[-1]) != len(header) or not text.endswith("\n")):
         rows.pop()
