@@ -201,6 +201,15 @@ for _nested, _expect, _why in (
             op=functools.partial(_encode, _nested),
             static_inputs=("padding",),
             expect=_expect,
-            note=f"expected {_expect}: {_why}",
+            # Measured on the H200 (reports/measurements/h200-2026-12-01-final): the padded fast path's replay
+            # differs from eager by float32 rounding (1.7e-7 relative, 328 of 512 elements) while B changes
+            # every element; the kernel choice behind it is not isolated, so replay is held to f32's 1e-5.
+            replay_tolerance=None if _nested else 1e-5,
+            note=f"expected {_expect}: {_why}"
+            + (
+                ""
+                if _nested
+                else "; graph vs eager within 1e-5: on CUDA replay and eager differ by f32 rounding"
+            ),
         )
     )
