@@ -26,6 +26,7 @@ import torch
 
 from harness import requirements
 from harness.errors import CaseError
+from harness.sizes import validate_sizes
 from harness.suite_config import default_suites
 from harness.verdicts import SEVERITY, VERDICTS
 
@@ -157,8 +158,6 @@ class Case:
                 raise CaseError(label, field, f"must be a whole number >= 0, got {value!r}")
         object.__setattr__(self, "requires", requirements.validate(label, self.requires))
         if self.sizes is not None:
-            from harness.search import validate_sizes  # Hypothesis loads only for cases that search
-
             object.__setattr__(self, "sizes", validate_sizes(label, self.sizes, self.make_inputs))
         _validate_engine_fields(self, label)
         if not isinstance(self.bit_exact, bool):
