@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import torch
 
-import cases.trust_controls  # noqa: F401  (registers the controls)
+import cases.trust_controls  # registers the controls; the tests swap its first-call caches
 from harness import REGISTRY, Case, CaseError, check
 from harness import verdicts as V
 from harness.backends import get_backend, resolve_backend_name
