@@ -44,7 +44,9 @@ from harness.case import Case
 from harness.compare import compare
 from harness.errors import CaseError, OutputTypeError
 from harness.poison import poison_outputs
-from harness.protocol import (
+from harness.records import Row
+from harness.tracebacks import with_user_frame
+from harness.verdict_rules import (
     DEVICE_FAULTS,
     _call_op,
     _capture_failure_row,
@@ -57,8 +59,6 @@ from harness.protocol import (
     prepare_inputs,
     seeds,
 )
-from harness.records import Row
-from harness.tracebacks import with_user_frame
 
 DEFAULT_STEPS = 4
 _STEP_SEED_STRIDE = 1_000_003  # a prime: the seeds of one sequence's steps never meet another B_i's

@@ -5,7 +5,7 @@ Read `check` top to bottom: it is the protocol. Everything runs once per byte pa
 the backend's poisoned-allocation scope, so an output that depends on uninitialized memory shows up as
 NaN or poison in one pattern or the other.
 
-How a row's verdict is decided (`_verdict_row`), first failure wins:
+How a row's verdict is decided (`_verdict_row` in harness/verdict_rules.py), first failure wins:
   1. eager output holds NaN/Inf/poison                          -> uninitialized
   2. eager B now differs from eager B computed before the op ever saw A (first pattern, first replay:
      the hidden-state probe)                                     -> stale_replay, "state leaked from A"
@@ -22,8 +22,6 @@ generator state (`GraphBackend.rng_state`): graph-safe sampling passes, noise ba
 from __future__ import annotations
 
 import functools
-import inspect
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,11 +32,7 @@ from harness import verdicts as V
 from harness.backends import GraphBackend, get_backend
 from harness.backends.base import flatten_tensors
 from harness.case import Case
-from harness.compare import Comparison, compare, default_threshold, poison_values
 from harness.errors import (
-    REFUSAL_ERRORS,
-    CaptureError,
-    CaptureSyncError,
     CaseError,
     FallbackEager,
     OutputTypeError,
@@ -46,21 +40,26 @@ from harness.errors import (
 from harness.hidden_state import PythonState
 from harness.poison import PATTERNS, poison_outputs
 from harness.records import Result, Row
-from harness.scan import count_unwritten
 from harness.tracebacks import with_user_frame
+from harness.verdict_rules import (
+    DEVICE_FAULTS,
+    EAGER_VS_REFERENCE,
+    LEAK_DETAIL,
+    _call_op,
+    _capture_failure_row,
+    _check_callable,
+    _clone_all,
+    _modified_inputs,
+    _row_factory,
+    _validate_pair,
+    _verdict_row,
+    prepare_inputs,
+    seeds,
+)
 
 DEFAULT_REPLAYS = 3
-# torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
-DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
-    t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
-)
 # Recaptures may keep a little allocator state (segment rounding); more than this per check is a leak.
 REBUILD_GROWTH_BOUND_BYTES = 64 << 20
-
-
-def seeds(base_seed: int, replays: int) -> tuple[int, range]:
-    """Seed of A and of each B_i; recorded in every row so `repro --seed` reruns the same inputs."""
-    return base_seed, range(base_seed + 1, base_seed + 1 + replays)
 
 
 def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, seed: int = 0) -> int:
@@ -175,10 +174,6 @@ def check(
     verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
-
-
-LEAK_DETAIL = "hidden state: "
-EAGER_VS_REFERENCE = "eager vs reference: "
 
 
 def _explain_leak(rows: list[Row]) -> None:
@@ -407,80 +402,6 @@ def _compare_replay(
     return r
 
 
-def _verdict_row(
-    case: Case,
-    row: Callable[..., Row],
-    replay_index: int,
-    seed_b: int,
-    graph_out: list[torch.Tensor],
-    eager_out: list[torch.Tensor],
-    reference: list[torch.Tensor] | None,
-    fresh: list[torch.Tensor] | None = None,
-) -> Row:
-    """Row verdict, first failure wins (the order is in the module note)."""
-    counts = {len(graph_out), len(eager_out)} | ({len(reference)} if reference is not None else set())
-    if fresh is not None:
-        counts.add(len(fresh))
-    if len(counts) != 1:
-        return row(
-            V.EAGER_MISMATCH, replay_index, seed_b, detail="op, graph and reference return different counts"
-        )
-    thresholds = [_threshold(case, t) for t in eager_out]
-    replay_thresholds = [_replay_threshold(case, t) for t in eager_out]
-    vs_eager = _worst(
-        [compare(g, e, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]
-    )
-    if reference is not None:
-        eager_cmp = _worst(
-            [compare(e, f, th) for e, f, th in zip(eager_out, reference, thresholds, strict=True)]
-        )
-        graph_cmp = _worst(
-            [compare(g, f, th) for g, f, th in zip(graph_out, reference, thresholds, strict=True)]
-        )
-    else:
-        eager_cmp = _worst([_scan_unwritten(e, th) for e, th in zip(eager_out, thresholds, strict=True)])
-        graph_cmp = vs_eager
-    leaked = (
-        _worst([compare(e, f, th) for e, f, th in zip(eager_out, fresh, replay_thresholds, strict=True)])
-        if fresh is not None
-        else None
-    )
-
-    if eager_cmp.uninitialized:
-        verdict, detail = V.UNINITIALIZED, "eager output: " + _describe(eager_cmp)
-    elif leaked is not None and not leaked.ok and vs_eager.ok:
-        # (When graph and eager differ too, the probe cannot tell leaked state from a value drawn anew on
-        # every call, such as a host random number; the graph-vs-eager rule below names that case.)
-        verdict = V.STALE_REPLAY
-        detail = LEAK_DETAIL + (
-            "eager on B after the op ran on A differs from eager on B before the op saw A, "
-            "so state leaked from A into later calls: " + _describe(leaked)
-        )
-    elif not eager_cmp.ok:
-        verdict, detail = V.EAGER_MISMATCH, EAGER_VS_REFERENCE + _describe(eager_cmp)
-    elif graph_cmp.uninitialized or vs_eager.uninitialized:
-        verdict = V.UNINITIALIZED
-        detail = "graph output: " + _describe(graph_cmp if graph_cmp.uninitialized else vs_eager)
-    elif reference is not None and not graph_cmp.ok:
-        verdict, detail = V.STALE_REPLAY, "graph replay vs reference: " + _describe(graph_cmp)
-    elif not vs_eager.ok:
-        verdict, detail = V.STALE_REPLAY, "graph replay vs eager: " + _describe(vs_eager)
-    else:
-        verdict, detail = V.PASS, ""
-    return row(
-        verdict,
-        replay_index,
-        seed_b,
-        eager_error=eager_cmp.error if reference is not None else None,
-        graph_error=graph_cmp.error,
-        graph_vs_eager=vs_eager.error,
-        threshold=graph_cmp.threshold,
-        nonfinite=eager_cmp.nonfinite + graph_cmp.nonfinite,
-        poisoned=eager_cmp.poisoned + graph_cmp.poisoned,
-        detail=detail,
-    )
-
-
 def _eager_only_rows(
     case: Case,
     be: GraphBackend,
@@ -638,186 +559,3 @@ def _live_graph_rows(
 
 
 # ----------------------------------------------------------------------------------------------- helpers
-
-
-def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], seed: int) -> Row:
-    """The case-level row for an exception out of `backend.capture` (warm-up included).
-
-    An output the harness cannot compare is a case-definition error (CaseError on `op`), not a verdict."""
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, OutputTypeError):
-            raise CaseError(case.name, "op", str(cause)) from exc
-        cause = cause.__cause__
-    # Each detail ends with the op's line that raised ("at my_ops.py:42 in my_op", harness/tracebacks.py).
-    if isinstance(exc, CaptureSyncError):
-        return row(V.CAPTURE_SYNC, -1, seed, detail=with_user_frame(str(exc), exc))
-    if isinstance(exc, CaptureError):
-        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(str(exc), exc))
-    if isinstance(exc, FallbackEager):  # the first capture was allowed: declining a later one is inconsistent
-        detail = f"the op's probe declined a later capture: {exc}"
-        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(detail, exc))
-    if isinstance(exc, REFUSAL_ERRORS):
-        return row(V.REFUSED, -1, seed, detail=with_user_frame(f"{type(exc).__name__}: {exc}", exc))
-    # The op failed eagerly during warm-up without a named refusal.
-    detail = f"eager raised {type(exc).__name__}: {exc}"
-    return row(V.EAGER_MISMATCH, -1, seed, detail=with_user_frame(detail, exc))
-
-
-def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:
-    return case.op(**inputs)
-
-
-def prepare_inputs(case: Case, inputs: dict[str, torch.Tensor]) -> None:
-    """The case's host-side `prepare` hook on the tensors the next op call (replay or eager) will read."""
-    if case.prepare is not None:
-        with torch.no_grad():
-            case.prepare(inputs)
-
-
-def _row_factory(case: Case, be: GraphBackend, pattern: int, seed_a: int) -> Callable[..., Row]:
-    def make(verdict: str, replay: int, seed: int, **values: Any) -> Row:
-        base: dict[str, Any] = dict(
-            eager_error=None,
-            graph_error=None,
-            graph_vs_eager=None,
-            threshold=None,
-            nonfinite=0,
-            poisoned=0,
-        )
-        base.update(values)
-        return Row(
-            case=case.name,
-            family=case.family,
-            backend=be.name,
-            device=str(be.device),
-            pattern=f"0x{pattern:02x}",
-            replay=replay,
-            seed_a=seed_a,
-            seed=seed,
-            bit_exact=case.bit_exact,
-            row_verdict=verdict,
-            **base,
-        )
-
-    return make
-
-
-def _validate_pair(
-    case: Case,
-    be: GraphBackend,
-    seed_a: int,
-    a: dict[str, torch.Tensor],
-    seed_b: int,
-    b: dict[str, torch.Tensor],
-) -> None:
-    if set(a) != set(b):
-        raise CaseError(case.name, "make_inputs", f"seeds {seed_a} and {seed_b} give different input names")
-    for name, ta in a.items():
-        tb = b[name]
-        if ta.device.type != be.device.type:
-            raise CaseError(
-                case.name,
-                "make_inputs",
-                f"input {name!r} is on {ta.device}; use the `device` argument ({be.device})",
-            )
-        if ta.shape != tb.shape or ta.dtype != tb.dtype:
-            raise CaseError(
-                case.name,
-                "make_inputs",
-                f"input {name!r} is {tuple(ta.shape)}/{ta.dtype} for seed {seed_a} but {tuple(tb.shape)}/{tb.dtype} "
-                f"for seed {seed_b}; B is copied into A's buffers, so shapes and dtypes must match",
-            )
-        if name not in case.static_inputs and ta.numel() > 0 and torch.equal(ta.cpu(), tb.cpu()):
-            raise CaseError(
-                case.name,
-                "make_inputs",
-                f"input {name!r} is identical for seeds {seed_a} and {seed_b}: a stale replay could not be "
-                "seen; make it depend on the seed, or list it in static_inputs",
-            )
-
-
-def _check_callable(case: Case, inputs: dict[str, torch.Tensor]) -> None:
-    """An op whose parameters do not match the input names is a case-definition error, not a `refused` op."""
-    try:
-        signature = inspect.signature(case.op)
-    except (TypeError, ValueError):  # builtins and some C++ callables publish no signature: nothing to check
-        return
-    try:
-        signature.bind(**inputs)
-    except TypeError as exc:
-        raise CaseError(
-            case.name,
-            "op",
-            f"cannot be called with the inputs of make_inputs ({', '.join(sorted(inputs))}): {exc}",
-        ) from exc
-
-
-def _replay_threshold(case: Case, out: torch.Tensor) -> float:
-    """Graph vs eager: bit-exact unless the case declares `replay_tolerance` for nondeterministic kernels
-    (atomics, split-K); integer and boolean outputs stay bit-exact either way."""
-    if case.bit_exact or case.replay_tolerance is None:
-        return 0.0
-    if not (out.dtype.is_floating_point or out.dtype.is_complex):
-        return 0.0
-    return float(case.replay_tolerance)
-
-
-def _threshold(case: Case, out: torch.Tensor) -> float:
-    # Integer and boolean outputs (ids, counts, masks) are always bit-exact: a tolerance meant for the float
-    # outputs of the same op must not let an off-by-one id through.
-    if case.bit_exact or not (out.dtype.is_floating_point or out.dtype.is_complex):
-        return 0.0
-    if case.tolerance is not None:
-        return float(case.tolerance)
-    return default_threshold(out.dtype)
-
-
-def _worst(comparisons: list[Comparison]) -> Comparison:
-    def badness(c: Comparison) -> tuple[int, float]:
-        ratio = c.error / c.threshold if c.threshold > 0 else math.inf if c.mismatches else 0.0
-        return (0 if c.ok else 1, ratio)
-
-    if not comparisons:
-        return Comparison(error=0.0, threshold=0.0, nonfinite=0, poisoned=0, mismatches=0)
-    return max(comparisons, key=badness)
-
-
-def _scan_unwritten(out: torch.Tensor, threshold: float) -> Comparison:
-    """With no reference, eager is the yardstick: it must at least be finite and free of poison values."""
-    nonfinite, poisoned = count_unwritten(out, poison_values(out.dtype))
-    return Comparison(error=0.0, threshold=threshold, nonfinite=nonfinite, poisoned=poisoned, mismatches=0)
-
-
-def _describe(c: Comparison) -> str:
-    parts = []
-    if c.detail:
-        parts.append(c.detail)
-    if c.nonfinite:
-        parts.append(f"{c.nonfinite} NaN/Inf where a finite value is expected")
-    if c.poisoned:
-        parts.append(f"{c.poisoned} poison-pattern values")
-    if not parts:
-        limit = "bit-exact" if c.threshold == 0.0 else f"threshold {c.threshold:g}"
-        parts.append(f"error {c.error:.6g} ({limit}), {c.mismatches} mismatching elements")
-    if c.first_indices:
-        parts.append(f"first at {c.first_indices}")
-    return "; ".join(parts)
-
-
-def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {name: t.clone() for name, t in inputs.items()}
-
-
-def _modified_inputs(
-    case: Case, actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
-) -> list[str]:
-    """Inputs whose bytes changed although the case does not declare that the op writes them."""
-    changed = []
-    for name, t in expected.items():
-        if name in case.mutates or t.numel() == 0:
-            continue
-        a, e = actual[name].detach(), t.detach()
-        if not torch.equal(a.reshape(-1).view(torch.uint8), e.reshape(-1).view(torch.uint8)):
-            changed.append(name)
-    return changed

@@ -55,7 +55,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "no_reference_graph_vs_itself",
         "graph replay vs eager compares the graph with itself (the old no-reference survivor)",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         "[compare(g, e, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]",
         "[compare(g, g, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]",
         ("tests/test_trust.py", "-k", "stale_scale"),
@@ -105,7 +105,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "input_modification_check_off",
         "an undeclared write to an input is eager_mismatch",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         '    """Inputs whose bytes changed although the case does not declare that the op writes them."""\n',
         '    """Inputs whose bytes changed although the case does not declare that the op writes them."""\n'
         "    return []\n",
@@ -114,7 +114,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "ab_differ_check_off",
         "inputs A and B must differ (else a stale replay is invisible)",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         "if name not in case.static_inputs and ta.numel() > 0 and torch.equal(ta.cpu(), tb.cpu()):",
         "if False:",
         ("tests/test_protocol.py", "-k", "bad_inputs"),
@@ -143,7 +143,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "replay_vs_eager_decides_off",
         "graph replay vs eager decides the verdict (bit-exact unless declared)",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         "    elif not vs_eager.ok:\n",
         "    elif False:\n",
         ("tests/test_trust.py", "-k", "stale_scale or tolerance"),
@@ -184,8 +184,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "replay_error_is_crash",
         "an exception at replay is replay_error, not crash",
         "harness/protocol.py",
-        "    return row(V.REPLAY_ERROR, replay_index, seed_b,",
-        "    return row(V.CRASH, replay_index, seed_b,",
+        "    return row(\n        V.REPLAY_ERROR,\n        replay_index,",
+        "    return row(\n        V.CRASH,\n        replay_index,",
         ("tests/test_trust.py", "-k", "replay_error"),
         suite=False,
         why_not_suite="no built-in case raises at replay on both backends (the cpu-only TransformerEncoder "
@@ -204,7 +204,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "unsupported_output_not_case_error",
         "an output the harness cannot compare is a CaseError on `op`",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         '            raise CaseError(case.name, "op", str(cause)) from exc\n',
         "            break\n",
         ("tests/test_trust.py", "-k", "cannot_compare"),
@@ -214,7 +214,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "uncallable_op_not_case_error",
         "an op that cannot take its inputs is a CaseError on `op`, not `refused`",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         "        signature.bind(**inputs)\n",
         "        pass\n",
         ("tests/test_trust.py", "-k", "cannot_take_its_inputs"),
