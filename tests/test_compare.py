@@ -11,7 +11,7 @@ from harness.compare import compare, default_threshold, poison_values
 
 
 def test_relative_error_matches_seed_formula() -> None:
-    """Method: error = max|out-ref| / (max|ref| + 1e-6) (seed 000, FreeToken)."""
+    """Method: error = max|out-ref| / (max|ref| + 1e-6) (FreeToken issue #350)."""
     ref = torch.tensor([1.0, -4.0, 2.0])
     out = torch.tensor([1.0, -4.0, 2.2])
     c = compare(out, ref, 0.02)
