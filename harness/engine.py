@@ -51,6 +51,7 @@ from harness.verdict_rules import (
     _call_op,
     _capture_failure_row,
     _clone_all,
+    _replay_error_row,
     _row_factory,
     _threshold,
     _validate_pair,
@@ -193,12 +194,7 @@ def _bucket_replay(
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
-        return row(
-            V.REPLAY_ERROR,
-            replay_index,
-            seed_b,
-            detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
-        )
+        return _replay_error_row(exc, row, replay_index, seed_b, where)
     graph_out = [o.clone() for o in graph.outputs]
 
     padded = _clone_all(static)
@@ -365,12 +361,7 @@ def _stateful_step(
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
-        return row(
-            V.REPLAY_ERROR,
-            index,
-            seed,
-            detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
-        )
+        return _replay_error_row(exc, row, index, seed, where)
     graph_out = [o.clone() for o in graph.outputs]
     eager_inputs = _clone_all(inputs)
     try:

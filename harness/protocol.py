@@ -50,6 +50,7 @@ from harness.verdict_rules import (
     _check_callable,
     _clone_all,
     _modified_inputs,
+    _replay_error_row,
     _row_factory,
     _validate_pair,
     _verdict_row,
@@ -308,17 +309,6 @@ def _replay(
     graph.replay()
     be.synchronize()
     return (time.perf_counter() - start) * 1e3
-
-
-def _replay_error_row(exc: Exception, row: Callable[..., Row], replay_index: int, seed_b: int) -> Row:
-    """Capture worked but the replay raised (the process lives on): the graph cannot run, which is neither a
-    crash nor a capture failure."""
-    return row(
-        V.REPLAY_ERROR,
-        replay_index,
-        seed_b,
-        detail=with_user_frame(f"replay raised {type(exc).__name__}: {exc}", exc),
-    )
 
 
 def _fresh_eager(

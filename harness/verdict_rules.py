@@ -142,6 +142,19 @@ def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], se
     return row(V.EAGER_MISMATCH, -1, seed, detail=with_user_frame(detail, exc))
 
 
+def _replay_error_row(
+    exc: Exception, row: Callable[..., Row], replay_index: int, seed_b: int, where: str = ""
+) -> Row:
+    """Capture worked but the replay raised (the process lives on): the graph cannot run, which is neither a
+    crash nor a capture failure."""
+    return row(
+        V.REPLAY_ERROR,
+        replay_index,
+        seed_b,
+        detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
+    )
+
+
 def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:
     return case.op(**inputs)
 

@@ -183,7 +183,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "replay_error_is_crash",
         "an exception at replay is replay_error, not crash",
-        "harness/protocol.py",
+        "harness/verdict_rules.py",
         "    return row(\n        V.REPLAY_ERROR,\n        replay_index,",
         "    return row(\n        V.CRASH,\n        replay_index,",
         ("tests/test_trust.py", "-k", "replay_error"),
