@@ -53,3 +53,19 @@ class FallbackEager(RuntimeError):
 # TORCH_CHECK_TYPE and TORCH_CHECK_NOT_IMPLEMENTED raise exactly these, and pybind11 maps
 # std::invalid_argument to ValueError; a bare RuntimeError is not a refusal.
 REFUSAL_ERRORS: tuple[type[BaseException], ...] = (ValueError, TypeError, NotImplementedError)
+
+# Causes followed from one exception: enough for any wrapping the harness or torch's dispatcher adds (3 at most
+# seen), and a bound where a chain is very long.
+MAX_CHAIN = 16
+
+
+def exception_chain(exc: BaseException, *, contexts: bool = True) -> list[BaseException]:
+    """The exception and its causes (and, with `contexts`, the exceptions they were raised during), outermost
+    first, each once: `raise err from err` makes a chain that points at itself, so a walk must stop at the
+    first exception it has already seen."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and not any(current is seen for seen in chain) and len(chain) < MAX_CHAIN:
+        chain.append(current)
+        current = current.__cause__ or (current.__context__ if contexts else None)
+    return chain

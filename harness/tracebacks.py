@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from harness.errors import exception_chain
+
 _HARNESS_DIR = Path(__file__).resolve().parent
 _SKIPPED_DIRS: tuple[str, ...] = tuple(
     str(p) + os.sep
@@ -25,17 +27,6 @@ _SKIPPED_DIRS: tuple[str, ...] = tuple(
         Path(sysconfig.get_paths()["stdlib"]).resolve(),
     }
 )
-_MAX_CHAIN = 16  # causes/contexts followed; a cycle or a very long chain stops here
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    """The exception and its causes/contexts, outermost first."""
-    chain: list[BaseException] = []
-    current: BaseException | None = exc
-    while current is not None and current not in chain and len(chain) < _MAX_CHAIN:
-        chain.append(current)
-        current = current.__cause__ or current.__context__
-    return chain
 
 
 def _is_user_file(filename: str) -> bool:
@@ -59,7 +50,7 @@ def _shown_path(filename: str) -> str:
 
 def user_frame(exc: BaseException) -> str:
     """ "at FILE:LINE in FUNC" for the innermost user frame of the deepest exception that has one; "" if none."""
-    for link in reversed(_chain(exc)):  # the root cause first: its traceback reaches deepest into the op
+    for link in reversed(exception_chain(exc)):  # the root cause first: its traceback reaches deepest into the op
         frames = traceback.extract_tb(link.__traceback__)
         for frame in reversed(frames):
             if _is_user_file(frame.filename):

@@ -25,6 +25,7 @@ from harness.errors import (
     CaseError,
     FallbackEager,
     OutputTypeError,
+    exception_chain,
 )
 from harness.records import Row
 from harness.scan import count_unwritten
@@ -122,11 +123,9 @@ def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], se
     """The case-level row for an exception out of `backend.capture` (warm-up included).
 
     An output the harness cannot compare is a case-definition error (CaseError on `op`), not a verdict."""
-    cause: BaseException | None = exc
-    while cause is not None:
+    for cause in exception_chain(exc, contexts=False):
         if isinstance(cause, OutputTypeError):
             raise CaseError(case.name, "op", str(cause)) from exc
-        cause = cause.__cause__
     # Each detail ends with the op's line that raised ("at my_ops.py:42 in my_op", harness/tracebacks.py).
     if isinstance(exc, CaptureSyncError):
         return row(V.CAPTURE_SYNC, -1, seed, detail=with_user_frame(str(exc), exc))

@@ -234,3 +234,39 @@ def test_integer_outputs_stay_bit_exact_under_a_float_tolerance() -> None:
 
     case = Case(name="t_int_exact", make_inputs=make, op=op_off_by_one, reference=ref, tolerance=0.5)
     assert check(case, "cpu", patterns=(0xFF,)).verdict == "eager_mismatch"
+
+
+def _refuse_under_capture_as_its_own_cause(x: torch.Tensor) -> torch.Tensor:
+    """The platform refusal control's shape: an op raises CaptureError under capture, and a backend that
+    re-raises an already-classified error with `raise err from err` makes it its own cause."""
+    from harness import CaptureError, is_capturing
+
+    if is_capturing():
+        err = CaptureError("hipLaunchHostFunc returned hipErrorNotSupported (refused under stream capture)")
+        err.__cause__ = err
+        raise err
+    return x * 2 + 1
+
+
+def test_an_exception_that_is_its_own_cause_still_gets_a_verdict() -> None:
+    import threading
+
+    from harness.errors import exception_chain
+
+    looped = RuntimeError("loop")
+    looped.__cause__ = looped
+    assert exception_chain(looped) == [looped]
+    case = Case(
+        "own_cause_refusal",
+        lambda seed, device: {"x": torch.randn(8, generator=torch.Generator().manual_seed(seed)).to(device)},
+        _refuse_under_capture_as_its_own_cause,
+        lambda x: x * 2 + 1,
+        expect="capture_error",
+    )
+    results: list = []
+    worker = threading.Thread(target=lambda: results.append(check(case, backend="cpu")), daemon=True)
+    worker.start()
+    worker.join(60)  # a cause chain walked without a cycle check never returns
+    assert results, "check did not return within 60 s"
+    assert results[0].verdict == "capture_error"
+    assert "refused under stream capture" in results[0].rows[0].detail

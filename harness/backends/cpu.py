@@ -30,7 +30,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
-from harness.errors import CaptureError, CaptureSyncError, FallbackEager
+from harness.errors import CaptureError, CaptureSyncError, FallbackEager, exception_chain
 from harness.poison import BytePatternMode, deterministic_fill
 
 aten = torch.ops.aten
@@ -607,12 +607,7 @@ def _host_reads_refused(recorder: _Recorder) -> Iterator[None]:
 
 def _looks_like_sync(exc: BaseException) -> bool:
     # A CaptureSyncError raised inside a custom op's Python implementation may arrive wrapped.
-    cause: BaseException | None = exc
-    while cause is not None:
-        if isinstance(cause, CaptureSyncError):
-            return True
-        cause = cause.__cause__ or cause.__context__
-    return False
+    return any(isinstance(cause, CaptureSyncError) for cause in exception_chain(exc))
 
 
 class _CpuPoison(contextlib.AbstractContextManager[None]):

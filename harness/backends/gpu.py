@@ -506,7 +506,10 @@ class GpuBackend(GraphBackend):
         self._reclaim()
         if isinstance(failure, FallbackEager | KeyboardInterrupt | SystemExit) or _is_device_fault(failure):
             raise failure
-        raise classify_capture_failure(failure) from failure
+        classified = classify_capture_failure(failure)
+        if classified is failure:  # `raise e from e` would make e its own cause: a chain with no end
+            raise failure
+        raise classified from failure
 
     @contextlib.contextmanager
     def shared_pool(self) -> Iterator[None]:
