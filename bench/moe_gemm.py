@@ -147,7 +147,9 @@ def bench_shape(name, e, n, k, tpe, fmt):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="CSV path for the results")
-    parser.add_argument("--fmt", nargs="*", default=["mxfp8", "bf16", "mxfp4"], choices=quant.FORMATS)
+    parser.add_argument(
+        "--fmt", nargs="*", default=["mxfp8", "bf16", "block_fp8", "mxfp4"], choices=quant.FORMATS
+    )
     names = [shape[0] for shape in SHAPES]
     parser.add_argument("--shapes", nargs="*", default=names, choices=names)
     args = parser.parse_args()

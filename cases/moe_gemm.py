@@ -47,6 +47,7 @@ class Config:
     ep_foreign: bool = False  # half the ids belong to another rank's experts, plus -1 padding
     kn_copy: bool = False  # weight passed as a KN-contiguous copy (strided path) instead of the NK view
     slack: int = 0  # rows no expert claims in group-size routing
+    nan_rows: int = 0  # x rows that hold one NaN (drawn per seed): the op returns (values, NaN mask)
 
 
 CONFIGS = (
@@ -65,6 +66,16 @@ CONFIGS = (
     Config("one_hot_expert", 8, 64, 64, 16, sizes=(0, 0, 0, 50, 0, 0, 0, 0)),
 )
 PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign")
+# Slots of more than 16 rows in bf16/mxfp8/block_fp8 with the NK view take the prefill kernel on CUDA sm_80+
+# (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles). These reach it with empty experts and
+# uncovered rows (ragged + slack), a 256-column tile past N (N=300) and a partial stage (K=224: 7 chunks),
+# -1 slots and foreign experts (EP top-k), and NaN rows whose mask must follow the seed.
+PREFILL_CONFIGS = (
+    Config("prefill_bm64_ragged", 8, 300, 224, 64, sizes=RAGGED, slack=9),
+    Config("prefill_bm64_topk_ep", 8, 136, 256, 64, tokens=96, topk=2, ep_foreign=True),
+    Config("prefill_bm64_nan_rows", 4, 264, 128, 64, sizes=(70, 0, 40, 20), slack=5, nan_rows=3),
+)
+PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8")
 
 
 @functools.lru_cache(maxsize=16)  # a shape search asks for many (E, N, K): keep the last few
@@ -112,6 +123,9 @@ def _make_inputs(fmt: str, cfg: Config):
     def make_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
         g = torch.Generator().manual_seed(seed)
         x = torch.randn(cfg.tokens if cfg.sizes is None else _rows(cfg), cfg.k, generator=g)
+        if cfg.nan_rows:
+            rows = torch.randperm(x.shape[0], generator=g)[: cfg.nan_rows]
+            x[rows, torch.randint(0, cfg.k, (cfg.nan_rows,), generator=g)] = float("nan")
         inputs = {"x": x.to(torch.bfloat16), **_routing_inputs(cfg, g)}
         inputs = {name: t.to(device) for name, t in inputs.items()}
         return {**inputs, **_weight_inputs(fmt, cfg, device)}
@@ -127,10 +141,18 @@ def _route(cfg: Config, x, group_sizes=None, topk_ids=None):
     return x[rows // cfg.topk], bmap
 
 
+def _split_nan(cfg: Config, y: torch.Tensor):
+    """A NaN row of x must make its output row NaN: compared as a bit-exact mask beside the finite values
+    (a NaN in the compared output always fails)."""
+    if not cfg.nan_rows:
+        return y
+    return y.nan_to_num(nan=0.0), torch.isnan(y)
+
+
 def _op(fmt: str, cfg: Config):
     def op(x, w, w_scale=None, w_global=None, group_sizes=None, topk_ids=None):
         xg, bmap = _route(cfg, x, group_sizes, topk_ids)
-        return torch.ops.graphsafe.moe_gemm(xg, w, w_scale, w_global, bmap, fmt, cfg.block_m)
+        return _split_nan(cfg, torch.ops.graphsafe.moe_gemm(xg, w, w_scale, w_global, bmap, fmt, cfg.block_m))
 
     return op
 
@@ -146,7 +168,7 @@ def _reference(fmt: str, cfg: Config):
             None if q.global_scale is None else q.global_scale.to(x.device),
             q.k,
         )
-        return moe_gemm_reference(xg, q, bmap).to(torch.bfloat16)
+        return _split_nan(cfg, moe_gemm_reference(xg, q, bmap).to(torch.bfloat16))
 
     return reference
 
@@ -197,9 +219,11 @@ def _search_call(reference: bool):
 
 
 def _register_all() -> None:
-    by_name = {c.name: c for c in CONFIGS}
+    by_name = {c.name: c for c in CONFIGS + PREFILL_CONFIGS}
     for fmt in quant.FORMATS:
         names = [c.name for c in CONFIGS] if fmt == "mxfp8" else list(PER_FORMAT_CONFIGS)
+        if fmt in PREFILL_FORMATS:
+            names += [c.name for c in PREFILL_CONFIGS]
         for name in names:
             cfg = by_name[name]
             register(

@@ -162,7 +162,9 @@ def _to(q, device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", quant.FORMATS)
-@pytest.mark.parametrize(("block_m", "sizes"), [(1, (1, 0, 1, 1)), (4, (3, 0, 7, 1)), (16, (0, 7, 64, 1))])
+@pytest.mark.parametrize(
+    ("block_m", "sizes"), [(1, (1, 0, 1, 1)), (4, (3, 0, 7, 1)), (16, (0, 7, 64, 1)), (64, (0, 7, 64, 100))]
+)
 def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
     """The CUDA-core kernel (16-byte path and strided path) equals the CPU twin bit for bit. Where the
     tensor-core kernel runs (kernel_path says so) the test asks for one bf16 rounding instead: what its
@@ -188,10 +190,18 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
 @pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "block_fp8"])
 @pytest.mark.parametrize(
     ("block_m", "sizes", "n", "k"),
-    [(16, (16, 3, 0, 9), 200, 4096), (16, (5, 16, 0, 12), 136, 96), (64, (0, 100, 64, 7), 136, 96)],
+    [
+        (16, (16, 3, 0, 9), 200, 4096),
+        (16, (5, 16, 0, 12), 136, 96),
+        (64, (0, 100, 64, 7), 136, 96),
+        (64, (64, 33, 0, 130), 520, 4096),
+        (128, (5, 200, 0, 17), 137, 224),
+    ],
 )
 def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
-    """The tensor-core kernels (block_m 16: the shared-memory ring; 64: four row tiles per warp) against
+    """The tensor-core kernels (block_m 16: the shared-memory ring; 64 and 128: the prefill kernel's 64 x 256
+    tiles, N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
+    four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
     128-column block, an odd chunk count (K=96: 3 chunks, a partial 4-chunk stage, and an MXFP8 scale row of
     3 bytes, which the ring cannot copy as one word) and long K; two runs give the same bits (graph replay
@@ -209,32 +219,37 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [16, 64])
 @pytest.mark.parametrize("poison", [0x7F, 0xFF])
-def test_gpu_tensor_core_path_propagates_nan_weights(poison):
+def test_gpu_tensor_core_path_propagates_nan_weights(poison, block_m):
     """An e4m3fn NaN byte (the allocator's 0x7F / 0xFF poison patterns) in one weight column must make
     that column NaN, as the CPU twin's decode does, and leave the other columns finite. This is what bites
     if the ring's e4m3 -> f16 conversion loses NaN (the portable form patches it; a plain shift decodes
     0x7F to 480.0, a finite, wrong weight). bench/moe_gemm_variants.cu checks every byte in every position
     of a word through each decode."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=block_m)
     q.data[1, 5, 17] = torch.tensor(poison, dtype=torch.uint8).view(torch.float8_e4m3fn)
     qd = _to(q, "cuda")
-    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
-    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).cpu()
-    cpu = mo.moe_gemm(x, q, bmap, block_m=16)
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m)
     assert torch.isnan(cpu[16:, 5]).all() and torch.isnan(out[16:, 5]).all()
     assert torch.isfinite(out[:16]).all() and torch.isfinite(out[16:, :5]).all()
 
 
 @pytest.mark.gpu
-def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255():
+@pytest.mark.parametrize("block_m", [16, 64])
+def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(block_m):
     """The ring kernel (block_m 16) forms an MXFP8 scale 2^(e-127) by shifting e into f32's exponent
     field, which is right for e = 1..254 only: e = 255 (NaN) would give inf and e = 0 (2^-127, an f32
     subnormal) would give 0. A warp vote sends a stage holding either to gs_e8m0. Without the vote the
     e = 255 column comes out inf, not NaN. Large scales (up to 2^73) and small ones (2^-117) must not
     disturb their columns' other chunks. Each column is checked against the CPU twin on its own, so a small
-    column cannot hide behind a large one."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=16, seed=5)
+    column cannot hide behind a large one. block_m 64 runs the prefill kernel: it multiplies the f16 weights
+    by the scale only while every scale byte a warp reads for 4 chunks lies in 113..134 (its fast path, which
+    quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
+    its exact path, f32 partials times gs_e8m0."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
     q.scale[1, 3, :] = 200
@@ -242,9 +257,9 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255():
     q.scale[:, 6, 2] = 10  # 2^-117 times weights >= 2^-9: the smallest scale that stays exact in bf16
     q.scale[:, 7, 0] = 0
     qd = _to(q, "cuda")
-    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
-    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).float().cpu()
-    cpu = mo.moe_gemm(x, q, bmap, block_m=16).float()
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
     assert torch.equal(torch.isnan(out), torch.isnan(cpu))
     assert torch.isnan(out[:16, 4]).all() and torch.isfinite(out[16:]).all()
     for col in range(24):
@@ -256,11 +271,12 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255():
 
 
 @pytest.mark.gpu
-def test_gpu_ring_fp8_path_scales_x_rows_into_f16():
+@pytest.mark.parametrize("block_m", [16, 64])
+def test_gpu_ring_fp8_path_scales_x_rows_into_f16(block_m):
     """The fp8 ring path reads x as f16 scaled per row by a power of two (gs_moe_prepare_rows). Rows of
     ~2^100 and ~2^-100 leave f16's range unscaled (inf, 0); a row spanning 2^-20..2^20 keeps its large
     terms; inf and NaN in x must give the twin's inf/NaN (inf * 0 is NaN). Compared with the CPU twin."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=16, seed=7)
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=block_m, seed=7)
     x[0] = x[0].float() * 2.0**100
     x[1] = x[1].float() * 2.0**-100
     x[2, ::2] = x[2, ::2].float() * 2.0**20
@@ -269,9 +285,9 @@ def test_gpu_ring_fp8_path_scales_x_rows_into_f16():
     x[4, 9] = float("nan")
     q.data[0, 7, 5] = 0  # row 3's inf meets a zero weight in column 7: NaN there
     qd = _to(q, "cuda")
-    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), 16) == "tensor_core"
-    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=16).float().cpu()
-    cpu = mo.moe_gemm(x, q, bmap, block_m=16).float()
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
     assert (
         torch.equal(torch.isnan(out), torch.isnan(cpu))
         and torch.isnan(out[3, 7])
@@ -302,7 +318,15 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("fmt", "block_m", "slack"),
-    [("mxfp8", 4, 8), ("mxfp8", 4, 300), ("mxfp8", 16, 8), ("bf16", 16, 8), ("mxfp8", 64, 8)],
+    [
+        ("mxfp8", 4, 8),
+        ("mxfp8", 4, 300),
+        ("mxfp8", 16, 8),
+        ("bf16", 16, 8),
+        ("mxfp8", 64, 8),
+        ("bf16", 64, 8),
+        ("block_fp8", 64, 300),
+    ],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
     """Every kernel path zero-fills uncovered rows (gs_moe_prepare_rows, launched before the GEMM): the

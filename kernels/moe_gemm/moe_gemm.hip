@@ -905,6 +905,291 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   }
 }
 
+// ------------------------------------------- tensor-core prefill kernel, shared-memory tiles (CUDA)
+// Slots of more than 16 rows (prefill: the DeepSeek-like shape runs 128 tokens per expert). A CTA computes a
+// 64-row x 256-column output tile: 4 warps side by side along N, each warp 64 rows x 64 columns (4 m16 x 8 n8
+// mma.sync tiles), so every weight element a CTA stages is converted exactly once and feeds 64 rows, and
+// every x element in shared memory feeds 256 columns. Per CTA, a ring of 3 stages filled by cp.async
+// (nothing passes through registers): each stage is 64 bytes of every one of the 256 weight columns (two
+// 32-byte sectors: 2 chunks of fp8, 1 chunk of bf16) and the matching 64 x rows. The operand layout is the
+// ring kernel's K permutation (lane t holds K elements 8t..8t+7 of a chunk: one 16-byte x read per row and
+// one 8-byte fp8 / 16-byte bf16 weight read per column), conflict-free with the swizzles of GsPf.
+//  * bf16 weights: bf16 x bf16 into the f32 accumulators directly.
+//  * fp8 weights (mxfp8, block_fp8): the ring kernel's f16 path: weights through the hardware e4m3 -> f16
+//    conversion (exact, NaN kept), x as gs_moe_prepare_rows' row-scaled f16, the row scale undone in the
+//    epilogue.
+//  * MXFP8 fast path: when every E8M0 byte a warp needs for a group of 4 chunks lies in 113..134 (2^-14 ..
+//    2^7; quantize_weight gives about 2^-7 for N(0,1) weights), the scale multiplies the f16 weights (HMUL2):
+//    e4m3 magnitudes 2^-9 .. 448 times 2^-14 .. 2^7 land in 2^-23 .. 57344, inside f16 with every bit kept,
+//    so the product is exact and the chunk accumulates in the tensor core directly. Otherwise (a warp vote;
+//    E8M0 0 and 255 included) each chunk's f32 partial is multiplied by gs_e8m0's scale with
+//    acc = fmaf(c, s, acc), as in the ring kernel: exact for every scale.
+//  * block_fp8: its f32 scale is uniform over a warp's 64 columns and a chunk, so each chunk's f32 partial
+//    takes it with acc = fmaf(c, s, acc).
+// Deterministic: a fixed order per output element, no atomics. Slots' rows past the slot read zeros (cp.async
+// zero-fill) and m16 tiles wholly past it are skipped.
+constexpr int kPfWarps = 4;
+constexpr int kPfMT = 4;                          // m16 tiles per warp: all 64 rows of the CTA tile
+constexpr int kPfNT = 8;                          // n8 tiles per warp: 64 columns
+constexpr int kPfTileM = 16 * kPfMT;              // 64 rows per CTA
+constexpr int kPfTileN = kPfWarps * kPfNT * 8;    // 256 columns per CTA
+constexpr int kPfStages = 3;
+constexpr int kPfThreads = kPfWarps * 32;
+
+template <int FMT>
+struct GsPf {
+  static constexpr int kEb = FMT == GS_FMT_BF16 ? 2 : 1;
+  static constexpr int kU = FMT == GS_FMT_BF16 ? 1 : 2;  // chunks per stage: 64 bytes per weight column
+  static constexpr int kARow = kU * kChunk * 2;          // bytes of one x row per stage (64 / 128)
+  static constexpr int kBRow = kU * kChunk * kEb;        // bytes of one weight column per stage (64)
+  static constexpr int kAPieces = kARow / 16, kBPieces = kBRow / 16;
+  static constexpr int kABytes = kPfTileM * kARow, kBBytes = kPfTileN * kBRow;
+  // MXFP8: each weight column's E8M0 bytes of the stage's group of 4 chunks (both stages of a group carry it).
+  static constexpr int kSBytes = FMT == GS_FMT_MXFP8 ? kPfTileN * 4 : 0;
+  static constexpr int kStageBytes = kABytes + kBBytes + kSBytes;
+  static constexpr int kSmem = kPfStages * kStageBytes;  // 75 KB mxfp8, 72 KB block_fp8, 60 KB bf16: 2 CTAs/SM
+  // 16-byte piece p of x row r / weight column c. A quarter-warp's x reads cover rows g, g + 1 at pieces
+  // 4u + t: with 128-byte rows (fp8) the two rows would share banks unless odd rows swap halves. Half a
+  // warp's fp8 weight reads cover columns g..g+3 at pieces 2u + t/2: columns 2, 3 take the other piece pair.
+  GS_HD static constexpr int swa(int r, int p) { return kU == 2 ? p ^ ((r & 1) << 2) : p; }
+  GS_HD static constexpr int swb(int c, int p) { return FMT != GS_FMT_BF16 ? p ^ (c & 2) : p; }
+};
+
+__device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
+  __half2 a, b;
+  memcpy(&a, &x, 4);
+  memcpy(&b, &m, 4);
+  a = __hmul2(a, b);
+  memcpy(&x, &a, 4);
+  return x;
+}
+
+template <int FMT>
+__global__ void __launch_bounds__(kPfThreads, 2) gs_moe_gemm_prefill_kernel(GsMoeArgs a) {
+  using P = GsPf<FMT>;
+  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
+  constexpr int U = P::kU, S = kPfStages;
+  constexpr int kAPer = kPfTileM * P::kAPieces / kPfThreads, kARowStep = kPfThreads / P::kAPieces;
+  constexpr int kBPer = kPfTileN * P::kBPieces / kPfThreads, kBColStep = kPfThreads / P::kBPieces;
+  static_assert(kAPer >= 1 && kBPer >= 1 && kBPer <= 32 && kARowStep % 2 == 0 && kBColStep % 4 == 0, "tiling");
+  extern __shared__ __align__(16) uint8_t gs_pf_smem[];
+  const int64_t slot = blockIdx.y;
+  const int32_t expert = a.map[slot * 3];
+  if (expert < 0 || expert >= a.E) return;  // block-uniform
+  const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kPfTileN;
+  const int64_t nw = col0 + warp * kPfNT * 8;  // this warp's first output column
+  const bool wactive = nw < a.N;               // warp-uniform; an idle warp still copies and meets barriers
+  const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
+  const uint16_t* xbase = kX16 ? a.xh : a.x;
+  const int64_t xstride = kX16 ? a.K : a.x_sr;
+  // Issue side, fixed per thread: x pieces (rows ar + j * kARowStep, piece ap), weight pieces (columns
+  // br + j * kBColStep, piece bp). Row and column steps are even / multiples of 4, so one swizzle serves all j.
+  const int ar = tid / P::kAPieces, ap = tid % P::kAPieces;
+  const int br = tid / P::kBPieces, bp = tid % P::kBPieces;
+  const int achunk = ap * 8 / kChunk, bchunk = bp * 16 / P::kEb / kChunk;  // chunk within the stage
+  const int adst = ar * P::kARow + P::swa(ar, ap) * 16;
+  const int bdst = P::kABytes + br * P::kBRow + P::swb(br, bp) * 16;
+  const uint8_t* wsrc = a.w + (expert * a.w_se) * P::kEb + bp * 16;
+  uint32_t bmask = 0;  // weight columns inside N (the others are zero-filled, never stored)
+#pragma unroll
+  for (int j = 0; j < kBPer; ++j)
+    if (col0 + br + j * kBColStep < a.N) bmask |= 1u << j;
+  // MXFP8: threads copy the E8M0 word (chunks 4q..4q+3) of columns tid and tid + 128 with each stage.
+  const uint8_t* sbase = FMT == GS_FMT_MXFP8 ? a.s + expert * a.s_se : nullptr;
+  const bool vec_s = FMT == GS_FMT_MXFP8 && a.s_sk == 1 &&
+                     ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+  const float* sblk = FMT == GS_FMT_BLOCK_FP8 && wactive
+                          ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + (nw / 128) * a.s_sn
+                          : nullptr;
+
+  for (int64_t rg = 0; rg < rows; rg += kPfTileM) {
+    const int mrows = static_cast<int>(rows - rg < kPfTileM ? rows - rg : kPfTileM);
+    const uint16_t* xsrc[kAPer];
+    bool xin[kAPer];
+#pragma unroll
+    for (int j = 0; j < kAPer; ++j) {
+      const int r = ar + j * kARowStep;
+      xin[j] = r < mrows;
+      xsrc[j] = xbase + (xin[j] ? (row0 + rg + r) * xstride : 0) + ap * 8;
+    }
+    auto issue = [&](int64_t st, int sl) {
+      uint8_t* base = gs_pf_smem + sl * P::kStageBytes;
+      const int64_t kel = st * U * kChunk;  // first K element of the stage
+      const bool ak = st * U + achunk < nchunks, bk = st * U + bchunk < nchunks;
+#pragma unroll
+      for (int j = 0; j < kAPer; ++j)
+        gs_cp_async16(base + adst + j * kARowStep * P::kARow, ak && xin[j] ? xsrc[j] + kel : xbase, ak && xin[j]);
+#pragma unroll
+      for (int j = 0; j < kBPer; ++j) {
+        const bool v = bk && ((bmask >> j) & 1u);
+        const uint8_t* src = v ? wsrc + ((col0 + br + j * kBColStep) * a.w_sn + kel) * P::kEb : a.w;
+        gs_cp_async16(base + bdst + j * kBColStep * P::kBRow, src, v);
+      }
+      if constexpr (FMT == GS_FMT_MXFP8) {
+        const int64_t q = st * U / 4;  // the stage's group of 4 chunks
+#pragma unroll
+        for (int h = 0; h < kPfTileN / kPfThreads; ++h) {
+          const int c = tid + h * kPfThreads;
+          const int64_t n = col0 + c < a.N ? col0 + c : a.N - 1;  // clamp: never stored
+          const uint8_t* p = sbase + n * a.s_sn;
+          uint8_t* dst = base + P::kABytes + P::kBBytes + c * 4;
+          if (vec_s && 4 * q + 4 <= nchunks) {
+            gs_cp_async4(dst, p + 4 * q);
+          } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
+            uint32_t v = 0;
+            for (int u = 0; u < 4; ++u)
+              if (4 * q + u < nchunks) v |= static_cast<uint32_t>(p[(4 * q + u) * a.s_sk]) << (8 * u);
+            *reinterpret_cast<uint32_t*>(dst) = v;
+          }
+        }
+      }
+    };
+    float acc[kPfMT][kPfNT][4];
+#pragma unroll
+    for (int mt = 0; mt < kPfMT; ++mt)
+#pragma unroll
+      for (int nt = 0; nt < kPfNT; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[mt][nt][i] = 0.0f;
+#pragma unroll
+    for (int s = 0; s < S - 1; ++s) {
+      if (s < nst) issue(s, s);
+      gs_cp_async_commit();
+    }
+    int cur = 0;  // ring slot of stage st
+    for (int64_t st = 0; st < nst; ++st) {
+      gs_cp_async_wait<S - 2>();  // stage st has landed (for this thread) ...
+      __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slot
+      const int refill = cur == 0 ? S - 1 : cur - 1;
+      if (st + S - 1 < nst) issue(st + S - 1, refill);
+      gs_cp_async_commit();  // possibly empty: keeps "all but the newest S - 2 groups" meaning stage st + 1
+      const uint8_t* As = gs_pf_smem + cur * P::kStageBytes;
+      const uint8_t* Bs = As + P::kABytes;
+      cur = cur + 1 == S ? 0 : cur + 1;
+      if (!wactive) continue;
+      // MXFP8: this lane's B columns' scale words; the fast path needs every byte of the warp's in 113..134.
+      const uint8_t* Ss = Bs + P::kBBytes;
+      bool fast = false;
+      if constexpr (FMT == GS_FMT_MXFP8) {
+        bool in = true;
+#pragma unroll
+        for (int nt = 0; nt < kPfNT; ++nt) {
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(Ss + (warp * kPfNT * 8 + nt * 8 + g) * 4);
+          in = in && __vcmpgtu4(__vsub4(w, 0x71717171u), 0x15151515u) == 0;  // e - 113 <= 21 per byte
+        }
+        fast = __all_sync(0xFFFFFFFFu, in);
+      }
+      const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
+      auto chunks = [&](auto fast_tag) {
+        constexpr bool kFast = decltype(fast_tag)::value;
+        // One chunk at a time: unrolled, the compiler hoists the next chunk's 32 x-fragment registers over
+        // this chunk's MMAs and spills (ptxas, sm_90: 140-196 bytes for the fp8 formats).
+#pragma unroll 1
+        for (int u = 0; u < U; ++u) {
+          const int64_t chunk = st * U + u;
+          if (chunk >= nchunks) break;
+          uint32_t k0[kPfMT][4], k1[kPfMT][4];  // [m tile] K elements 8t..8t+3 / 8t+4..8t+7 of rows g, g + 8
+#pragma unroll
+          for (int mt = 0; mt < kPfMT; ++mt) {
+            if (mt * 16 >= mrows) break;  // block-uniform
+            const int r0 = mt * 16 + g, r1 = r0 + 8;
+            const uint4 x0 = *reinterpret_cast<const uint4*>(As + r0 * P::kARow + P::swa(r0, 4 * u + t) * 16);
+            const uint4 x1 = *reinterpret_cast<const uint4*>(As + r1 * P::kARow + P::swa(r1, 4 * u + t) * 16);
+            k0[mt][0] = x0.x, k0[mt][1] = x1.x, k0[mt][2] = x0.y, k0[mt][3] = x1.y;
+            k1[mt][0] = x0.z, k1[mt][1] = x1.z, k1[mt][2] = x0.w, k1[mt][3] = x1.w;
+          }
+          const int cb = static_cast<int>(chunk & 3);  // this chunk's byte in the MXFP8 scale words
+          // byte_perm selector: result bytes 0, 2 zero (byte 4: operand 2 is 0), bytes 1, 3 the scale byte cb.
+          const uint32_t sel = 0x0404u | (static_cast<uint32_t>(cb) << 4) | (static_cast<uint32_t>(cb) << 12);
+#pragma unroll
+          for (int nt = 0; nt < kPfNT; ++nt) {
+            const int c = warp * kPfNT * 8 + nt * 8 + g;  // this lane's B column in the stage
+            uint32_t b[4];
+            if constexpr (FMT == GS_FMT_BF16) {
+              const uint4 v = *reinterpret_cast<const uint4*>(Bs + c * P::kBRow + P::swb(c, 4 * u + t) * 16);
+              b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+            } else {
+              const uint2 v =
+                  *reinterpret_cast<const uint2*>(Bs + c * P::kBRow + P::swb(c, 2 * u + t / 2) * 16 + 8 * (t & 1));
+              b[0] = gs_e4m3x2_to_f16x2(v.x), b[1] = gs_e4m3x2_to_f16x2(v.x >> 16);
+              b[2] = gs_e4m3x2_to_f16x2(v.y), b[3] = gs_e4m3x2_to_f16x2(v.y >> 16);
+            }
+            if constexpr (FMT == GS_FMT_BF16) {
+#pragma unroll
+              for (int mt = 0; mt < kPfMT; ++mt) {
+                if (mt * 16 >= mrows) break;
+                gs_mma_bf16(acc[mt][nt], k0[mt], b[0], b[1]);
+                gs_mma_bf16(acc[mt][nt], k1[mt], b[2], b[3]);
+              }
+            } else if constexpr (FMT == GS_FMT_MXFP8 && kFast) {
+              // 2^(e-127) as f16 in both halves: (e - 112) << 10. The byte permute puts e at bits 8 and 24;
+              // times 4 minus 112 << 10 | 112 << 26 (mod 2^32, e >= 113: no borrow between halves).
+              const uint32_t w = *reinterpret_cast<const uint32_t*>(Ss + c * 4);
+              const uint32_t m = __byte_perm(w, 0u, sel) * 4u - ((112u << 10) + (112u << 26));
+#pragma unroll
+              for (int i = 0; i < 4; ++i) b[i] = gs_hmul2_bits(b[i], m);
+#pragma unroll
+              for (int mt = 0; mt < kPfMT; ++mt) {
+                if (mt * 16 >= mrows) break;
+                gs_mma_f16(acc[mt][nt], k0[mt], b[0], b[1]);
+                gs_mma_f16(acc[mt][nt], k1[mt], b[2], b[3]);
+              }
+            } else {
+              float s0 = bscale, s1 = bscale;
+              if constexpr (FMT == GS_FMT_MXFP8) {  // accumulator columns 2t, 2t + 1
+                const uint2 w2 = *reinterpret_cast<const uint2*>(Ss + (warp * kPfNT * 8 + nt * 8 + 2 * t) * 4);
+                s0 = gs_e8m0((w2.x >> (8 * cb)) & 0xFFu);
+                s1 = gs_e8m0((w2.y >> (8 * cb)) & 0xFFu);
+              }
+#pragma unroll
+              for (int mt = 0; mt < kPfMT; ++mt) {
+                if (mt * 16 >= mrows) break;
+                float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                gs_mma_f16(p, k0[mt], b[0], b[1]);
+                gs_mma_f16(p, k1[mt], b[2], b[3]);
+                acc[mt][nt][0] = fmaf(p[0], s0, acc[mt][nt][0]);
+                acc[mt][nt][1] = fmaf(p[1], s1, acc[mt][nt][1]);
+                acc[mt][nt][2] = fmaf(p[2], s0, acc[mt][nt][2]);
+                acc[mt][nt][3] = fmaf(p[3], s1, acc[mt][nt][3]);
+              }
+            }
+          }
+        }
+      };
+      if (FMT == GS_FMT_MXFP8 && fast)
+        chunks(std::true_type{});
+      else
+        chunks(std::false_type{});
+    }
+    __syncthreads();  // the next row group's prologue refills slots other warps may still read
+    if (!wactive) continue;
+#pragma unroll
+    for (int mt = 0; mt < kPfMT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = mt * 16 + g + 8 * h;
+        if (r >= mrows) continue;
+        const int64_t orow = row0 + rg + r;
+        const float rs = kX16 ? a.x_rs[orow] : 1.0f;  // undo the f16 row scale (a power of two: exact)
+        uint16_t* o = a.out + orow * a.N;
+#pragma unroll
+        for (int nt = 0; nt < kPfNT; ++nt) {
+          const int64_t n = nw + nt * 8 + 2 * t;
+          const uint16_t v0 = gs_float_to_bf16(acc[mt][nt][2 * h] * rs);
+          const uint16_t v1 = gs_float_to_bf16(acc[mt][nt][2 * h + 1] * rs);
+          if (n + 1 < a.N && (a.N & 1) == 0) {
+            *reinterpret_cast<uint32_t*>(o + n) = static_cast<uint32_t>(v0) | (static_cast<uint32_t>(v1) << 16);
+          } else {
+            if (n < a.N) o[n] = v0;
+            if (n + 1 < a.N) o[n + 1] = v1;
+          }
+        }
+      }
+  }
+}
+
 // Compute capability >= 8.0 of the current device (mma.sync bf16): asked once per device and kept, so an
 // eager call makes no attribute query (the op's host cost per call is in bench/moe_gemm.py, host_us).
 // 0 unknown, 1 no, 2 yes; two threads racing on a device both ask and store the same answer.
@@ -1164,12 +1449,35 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
+#if defined(GS_BACKEND_CUDA)
+// The prefill kernel's ring takes more than the 48 KB of shared memory a kernel gets without the opt-in
+// attribute; it is set once per device (the attribute is per function and device), so an eager call makes no
+// extra runtime call after the first.
+template <int FMT>
+inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
+  constexpr int smem = GsPf<FMT>::kSmem;
+  constexpr int kMaxDevices = 64;
+  static std::atomic<int> ready[kMaxDevices];  // static storage: zero before first use
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return hipGetLastError();
+  if (dev < 0 || dev >= kMaxDevices || ready[dev] == 0) {
+    const cudaError_t err =
+        cudaFuncSetAttribute(gs_moe_gemm_prefill_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    if (dev >= 0 && dev < kMaxDevices) ready[dev] = 1;
+  }
+  dim3 grid(static_cast<unsigned>((a.N + kPfTileN - 1) / kPfTileN), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_prefill_kernel<FMT>), grid, dim3(kPfThreads), smem, stream, a);
+  return hipGetLastError();
+}
+#endif
+
 // The ring kernel's fp8 path (CUDA) needs x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided
 // device workspace for it, 0 on every other path (the MFMA kernel reads bf16 x). Layout: f16 [R, K], then
 // f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  const bool x16 = a.fmt != GS_FMT_BF16 && block_m <= 16 && gs_moe_gemm_uses_mma(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 #else
   (void)a;
@@ -1212,17 +1520,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #undef GS_LAUNCH_RING
       return hipGetLastError();
     }
-    dim3 grid(static_cast<unsigned>((a.N + kMmaTileN - 1) / kMmaTileN), static_cast<unsigned>(a.S));
-#define GS_LAUNCH_MMA(F) hipLaunchKernelGGL((gs_moe_gemm_mma_kernel<F, 4>), grid, dim3(kMmaWarps * 32), 0, stream, a);
-    if (a.fmt == GS_FMT_BF16) {
-      GS_LAUNCH_MMA(GS_FMT_BF16)
-    } else if (a.fmt == GS_FMT_MXFP8) {
-      GS_LAUNCH_MMA(GS_FMT_MXFP8)
-    } else {
-      GS_LAUNCH_MMA(GS_FMT_BLOCK_FP8)
-    }
-#undef GS_LAUNCH_MMA
-    return hipGetLastError();
+    // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA.
+    if (a.fmt == GS_FMT_BF16) return gs_launch_prefill<GS_FMT_BF16>(a, stream);
+    if (a.fmt == GS_FMT_MXFP8) return gs_launch_prefill<GS_FMT_MXFP8>(a, stream);
+    return gs_launch_prefill<GS_FMT_BLOCK_FP8>(a, stream);
   }
 #elif defined(GS_BACKEND_HIP)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
