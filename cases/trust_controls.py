@@ -265,6 +265,16 @@ def min_with_initialised(x: torch.Tensor) -> torch.Tensor:
     return torch.minimum(torch.full_like(x, float("inf")), x)
 
 
+def fmax_with_unwritten(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: fmax ignores NaN, so under the NaN fills (0xFF, torch's fill_uninitialized_memory) the unwritten
+    buffer vanishes and the result is x; only a finite poison (0x7F: 3.4e38) survives fmax and shows it."""
+    return torch.fmax(torch.empty_like(x), x)
+
+
+def fmax_with_initialised(x: torch.Tensor) -> torch.Tensor:
+    return torch.fmax(torch.full_like(x, float("-inf")), x)
+
+
 def _int_ids(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
     return {"ids": torch.randint(0, 1000, (48,), generator=g, dtype=torch.int32).to(device)}
@@ -319,6 +329,26 @@ register(
         op=min_with_initialised,
         reference=lambda x: x.clone(),
         note="fixed twin: the buffer is initialised",
+    )
+)
+register(
+    Case(
+        name="control_unwritten_hidden_by_fmax",
+        make_inputs=_vector,
+        op=fmax_with_unwritten,
+        reference=lambda x: x.clone(),
+        expect="uninitialized",
+        note="negative control: a NaN-ignoring op hides an unwritten buffer from NaN poisoning; the 0x7F pattern "
+        "must reach empty* results on every backend",
+    )
+)
+register(
+    Case(
+        name="fixed_fmax_with_initialised",
+        make_inputs=_vector,
+        op=fmax_with_initialised,
+        reference=lambda x: x.clone(),
+        note="fixed twin: the buffer is initialised to -inf",
     )
 )
 register(

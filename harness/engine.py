@@ -79,7 +79,7 @@ def check_pattern(case: Case, be: GraphBackend, pattern: int, replays: int, base
 def _eager(case: Case, *args: Any, **inputs: torch.Tensor) -> list[torch.Tensor]:
     try:
         with torch.no_grad():
-            return list(flatten_tensors(case.op(*args, **inputs)))
+            return list(flatten_tensors(_call_op(case, inputs, *args)))
     except OutputTypeError as exc:
         raise CaseError(case.name, "op", str(exc)) from exc
 
@@ -308,7 +308,7 @@ def _stateful_rows(case: Case, be: GraphBackend, pattern: int, replays: int, bas
     static = _clone_all(inputs_a)
     prepare_inputs(case, static)
     try:
-        graph = be.capture(lambda: case.op(graph_module, **static))
+        graph = be.capture(lambda: _call_op(case, static, graph_module))
     except DEVICE_FAULTS:
         raise
     except Exception as exc:

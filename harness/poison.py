@@ -4,8 +4,11 @@ Three mechanisms, all scoped to one check and restored afterwards (no global swi
 - `fill_uninitialized_memory`: torch fills every `empty*` result with NaN (floats) or the dtype's max
   (integers), inside C++ ops too; it needs deterministic algorithms on (warn_only keeps other ops usable).
 - byte patterns: fresh allocations are filled with 0xFF (NaN for fp32/fp16/bf16/e4m3fn/e5m2/E8M0, -1 for
-  int32) or 0x7F (huge finite floats, large positive ints). On GPUs the poisoning allocator does it; on the
-  CPU backend `BytePatternMode` fills the results of factory ops seen at the dispatcher.
+  int32) or 0x7F (huge finite floats, large positive ints). On GPUs the poisoning allocator fills fresh
+  segments, and `BytePatternMode` fills the results of the factory ops the op's calls dispatch
+  (`op_call_poisoning`), over torch's NaN fill: without it every empty* result would hold NaN under both
+  patterns and an op that masks NaN would hide an unwritten buffer from both. On the CPU backend the mode
+  covers the whole scope (its recorder replays the fills).
 - output poisoning before each replay (`poison_outputs`): capture executes nothing, so an output the graph
   never writes would still hold an old, plausible value.
 """
@@ -13,6 +16,7 @@ Three mechanisms, all scoped to one check and restored afterwards (no global swi
 from __future__ import annotations
 
 import contextlib
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
@@ -73,6 +77,29 @@ class BytePatternMode(TorchDispatchMode):
         if func in _EMPTY_OPS and isinstance(result, torch.Tensor):
             fill_bytes(result, self.pattern)
         return result
+
+
+_OP_CALL_PATTERN: contextvars.ContextVar[int | None] = contextvars.ContextVar(
+    "graphsafe_op_fill", default=None
+)
+
+
+@contextlib.contextmanager
+def fill_op_factories(pattern: int) -> Iterator[None]:
+    """For the scope, calls of the op under test (`op_call_poisoning`) fill their factory results with
+    `pattern`. A backend's poisoned scope sets it; the harness's own tensors in between stay unfilled, which
+    keeps a Python dispatch per harness op (about 270 in one check of a small op) off every check."""
+    token = _OP_CALL_PATTERN.set(pattern)
+    try:
+        yield
+    finally:
+        _OP_CALL_PATTERN.reset(token)
+
+
+def op_call_poisoning() -> contextlib.AbstractContextManager[None]:
+    """The context one call of the op runs in: the byte-pattern mode of the enclosing `fill_op_factories`."""
+    pattern = _OP_CALL_PATTERN.get()
+    return contextlib.nullcontext() if pattern is None else BytePatternMode(pattern)
 
 
 def poison_value(dtype: torch.dtype) -> float | int | bool:

@@ -221,7 +221,7 @@ def _check_pattern(
     prepare_inputs(case, static)
     start = time.perf_counter()
     try:
-        graph = be.capture(lambda: case.op(**static))
+        graph = be.capture(functools.partial(_call_op, case, static))
     except FallbackEager as exc:
         return _eager_only_rows(case, be, row, seeds_b, inputs_b, f"graphs disabled by the op's probe: {exc}")
     except DEVICE_FAULTS:
@@ -322,7 +322,7 @@ def _fresh_eager(
         probe_inputs = _clone_all(inputs_b)
         prepare_inputs(case, probe_inputs)
         with torch.no_grad():
-            out = [t.clone() for t in flatten_tensors(case.op(**probe_inputs))]
+            out = [t.clone() for t in flatten_tensors(_call_op(case, probe_inputs))]
         be.synchronize()
     except DEVICE_FAULTS:
         raise
@@ -358,7 +358,7 @@ def _compare_replay(
     try:
         prepare_inputs(case, eager_inputs)
         with torch.no_grad():
-            eager_out = list(flatten_tensors(case.op(**eager_inputs)))
+            eager_out = list(flatten_tensors(_call_op(case, eager_inputs)))
         be.synchronize()
     except DEVICE_FAULTS:
         raise
@@ -407,7 +407,7 @@ def _eager_only_rows(
             eager_inputs = _clone_all(b)
             prepare_inputs(case, eager_inputs)
             with torch.no_grad():
-                eager_out = list(flatten_tensors(case.op(**eager_inputs)))
+                eager_out = list(flatten_tensors(_call_op(case, eager_inputs)))
             be.synchronize()
         except DEVICE_FAULTS:
             raise
@@ -449,7 +449,7 @@ def _rebuild_rows(
     baseline = be.memory_in_use()
     for r in range(rebuilds):
         try:
-            graph = be.capture(lambda: case.op(**static), warmup=0)
+            graph = be.capture(functools.partial(_call_op, case, static), warmup=0)
         except DEVICE_FAULTS:
             raise
         except Exception as exc:  # a recapture may fail where the first capture did not

@@ -27,6 +27,7 @@ from harness.errors import (
     OutputTypeError,
     exception_chain,
 )
+from harness.poison import op_call_poisoning
 from harness.records import Row
 from harness.scan import count_unwritten
 from harness.tracebacks import with_user_frame
@@ -154,8 +155,12 @@ def _replay_error_row(
     )
 
 
-def _call_op(case: Case, inputs: dict[str, torch.Tensor]) -> Any:
-    return case.op(**inputs)
+def _call_op(case: Case, inputs: dict[str, torch.Tensor], *args: Any) -> Any:
+    """Every call of the op (warm-up, capture, eager, the hidden-state probe) goes through here, inside the
+    backend's factory fill where it asks for one (harness/poison.py `op_call_poisoning`): only the op's own
+    factory results are filled, not the harness's bookkeeping around it."""
+    with op_call_poisoning():
+        return case.op(*args, **inputs)
 
 
 def prepare_inputs(case: Case, inputs: dict[str, torch.Tensor]) -> None:

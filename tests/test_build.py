@@ -200,7 +200,7 @@ def test_nvcc_compiles_harness_native_sources_for_sm90(private_cache: pathlib.Pa
     """Method: compile-and-link (no import, no device needed) the poisoning allocator and the graph-node module
     for sm_90 through the harness's own gpu_runtime.h, with no include directory of the kernels."""
     allocator = build.build_shared_library(
-        "graphsafe_poison_alloc", [native.POISON_ALLOCATOR_SOURCE], backend="cuda", arch="sm_90"
+        "graphsafe_gpu_native", list(native.GPU_LIBRARY_SOURCES), backend="cuda", arch="sm_90"
     )
     assert allocator.is_file()
     pybind_includes = [pybind11.get_include(), sysconfig.get_paths()["include"]]

@@ -175,6 +175,42 @@ def test_poisoning_allocator_fills_fresh_blocks(backend, pattern: int) -> None: 
 
 
 @gpu
+@pytest.mark.parametrize("pattern", [0xFF, 0x7F])
+def test_empty_results_hold_the_scopes_byte_pattern(backend, pattern: int) -> None:  # type: ignore[no-untyped-def]
+    """Method: torch.empty in a call of the op (op_call_poisoning, as the protocol calls it) inside the scope,
+    fill_uninitialized_memory on as in the protocol. Expected: the bytes are the scope's pattern (torch's fill
+    alone would give NaN under both), eagerly and in a graph."""
+    from harness.poison import op_call_poisoning
+
+    x = torch.ones(256, device="cuda")
+
+    def op() -> torch.Tensor:
+        with op_call_poisoning():
+            return torch.empty_like(x)
+
+    with backend.poisoned_allocation(pattern):
+        eager = op()
+        backend.synchronize()
+        assert int((eager.view(torch.uint8) != pattern).sum()) == 0
+        graph = backend.capture(op)
+        graph.outputs[0].zero_()
+        graph.replay()
+        backend.synchronize()
+        assert int((graph.outputs[0].view(torch.uint8) != pattern).sum()) == 0
+        graph.release()
+
+
+@gpu
+def test_nan_masking_control_is_caught_on_the_gpu() -> None:
+    """The fmax control of cases/trust_controls.py: NaN poisoning alone cannot see its unwritten buffer."""
+    import cases.trust_controls  # noqa: F401  (registers the controls)
+    from harness import REGISTRY, check
+
+    assert check(REGISTRY.get("control_unwritten_hidden_by_fmax"), "gpu").verdict == "uninitialized"
+    assert check(REGISTRY.get("fixed_fmax_with_initialised"), "gpu").verdict == "pass"
+
+
+@gpu
 def test_graph_segments_are_poisoned_on_replay(backend) -> None:  # type: ignore[no-untyped-def]
     """Method: capture an op whose output is never written (empty_like with the fill off), replay.
     Expected: the output holds the 0xFF pattern (NaN): the pool memset node re-poisons graph segments."""

@@ -148,3 +148,70 @@ def test_count_unwritten() -> None:
     x[9] = _poison_bits(torch.float32, 0x7F, 1)[0]
     assert count_unwritten(x, poison_values(x.dtype)) == (1, 1)
     assert count_unwritten(torch.arange(5), poison_values(torch.int64)) == (0, 0)
+
+
+# ------------------------------------------------------------------------------ native GPU pass (scan.hip)
+
+
+def _gpu_pairs(dtype: torch.dtype) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Pairs where the clean pass must decide each way: equal, within and beyond a threshold, one NaN, one Inf,
+    a poison value, an overflowing difference, sizes around the kernel's unrolled stride."""
+    g = torch.Generator().manual_seed(7)
+    pairs = []
+    for n in (1, 7, 4096, 4097, (1 << 20) + 3):
+        ref = torch.randn(n, generator=g).to(dtype)
+        pairs.append((f"equal{n}", ref.clone(), ref))
+        pairs.append((f"near{n}", (ref.float() * 1.001).to(dtype), ref))
+        pairs.append((f"far{n}", (ref.float() + 1).to(dtype), ref))
+        finite_poison = [
+            ("poison", p) for p in poison_values(dtype)[:1]
+        ]  # float16 has none: both fills are NaN
+        for name, value in (("nan", math.nan), ("inf", math.inf), *finite_poison):
+            bad = ref.clone()
+            bad[n // 2] = value
+            pairs.append((f"{name}{n}", bad, ref))
+    big = torch.full((33,), torch.finfo(dtype).max, dtype=dtype)
+    pairs.append(("overflow", big, -big))
+    return [(name, out.cuda(), ref.cuda()) for name, out, ref in pairs]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("threshold", [0.0, 2e-2])
+def test_native_gpu_pass_agrees_with_the_torch_pass(
+    dtype: torch.dtype, threshold: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Method: the same pairs scanned with the native kernel and with the torch path (native switched off)
+    give identical Scans; a non-contiguous view and an unaligned view take the torch path and agree too."""
+    from harness.native import gpu_library
+
+    assert "lib" in gpu_library(), gpu_library().get("error")
+    poison = poison_values(dtype)
+    pairs = _gpu_pairs(dtype)
+    native = [scan(out, ref, threshold, poison) for _, out, ref in pairs]
+    counts = [count_unwritten(out, poison) for _, out, _ in pairs]
+    monkeypatch.setattr(scan_module, "_native_library", lambda *tensors: None)
+    torch_path = [scan(out, ref, threshold, poison) for _, out, ref in pairs]
+    assert [count_unwritten(out, poison) for _, out, _ in pairs] == counts
+    for (name, _, _), a, b in zip(pairs, native, torch_path, strict=True):
+        assert (a.error, a.nonfinite, a.poisoned, a.mismatches, a.first_indices) == (
+            b.error,
+            b.nonfinite,
+            b.poisoned,
+            b.mismatches,
+            b.first_indices,
+        ), name
+    monkeypatch.undo()
+    ref = torch.randn(4097, generator=torch.Generator().manual_seed(1)).to(dtype).cuda()
+    out = ref.clone()
+    out[4000] += 1
+    for view_out, view_ref in ((out[1:], ref[1:]), (out[::2], ref[::2])):
+        found = scan(view_out, view_ref, threshold, poison)
+        assert found.mismatches == 1 or (threshold and found.error > threshold)
+
+
+@pytest.mark.gpu
+def test_native_gpu_pass_reads_the_host_once_when_clean() -> None:
+    ref = torch.randn(1 << 16, device="cuda")
+    assert scan(ref.clone(), ref, 1e-5).host_syncs == 1
+    assert scan(ref.clone(), ref, 0.0).host_syncs == 1

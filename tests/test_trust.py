@@ -32,6 +32,7 @@ CONTROLS = {
     "control_noise_drawn_once_reused": "stale_replay",
     "control_uninitialized_under_one_pattern": "uninitialized",
     "control_int_output_tail_unwritten": "uninitialized",
+    "control_unwritten_hidden_by_fmax": "uninitialized",
     "control_output_written_once": "uninitialized",
     "control_bincount_under_capture": "capture_sync",
 }
@@ -44,6 +45,7 @@ FIXED = [
     "fixed_gumbel_sampling",
     "fixed_noise_drawn_per_call",
     "fixed_min_with_initialised",
+    "fixed_fmax_with_initialised",
     "fixed_int_output_zeroed",
     "fixed_counts_with_scatter_add",
 ]

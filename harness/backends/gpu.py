@@ -58,9 +58,8 @@ import torch
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager
-from harness.native import POISON_ALLOCATOR_SOURCE, graph_node_kinds
-from harness.native.build import build_shared_library
-from harness.poison import deterministic_fill
+from harness.native import gpu_library, graph_node_kinds
+from harness.poison import deterministic_fill, fill_op_factories
 
 # Runtime and torch messages that mean "a host sync or data-dependent shape under capture". Sources:
 # cudaGetErrorString for cudaErrorStreamCaptureUnsupported / ...Invalidated / ...Implicit (CUDA 13
@@ -243,25 +242,21 @@ def flatten_outputs(result: Any) -> tuple[torch.Tensor, ...]:
 
 
 def _load_poison_allocator() -> dict[str, Any]:
-    """Build (cached by source hash) and load the poisoning allocator once per process.
-
-    Returns {"allocator": CUDAPluggableAllocator, "ctypes": CDLL} or {"error": why} where unavailable.
-    """
+    """The poisoning allocator, once per process: {"allocator": CUDAPluggableAllocator, "ctypes": CDLL} or
+    {"error": why} where unavailable (harness/native gpu_library())."""
     with _ALLOCATOR_LOCK:
         if _ALLOCATOR:
             return _ALLOCATOR
         try:
             if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
                 raise RuntimeError(f"torch {torch.__version__} has no torch.cuda.MemPool/use_mem_pool")
-            path = build_shared_library("graphsafe_poison_alloc", [POISON_ALLOCATOR_SOURCE])
+            loaded = gpu_library()
+            if "error" in loaded:
+                raise RuntimeError(loaded["error"])
             allocator = torch.cuda.memory.CUDAPluggableAllocator(
-                str(path), "graphsafe_poison_malloc", "graphsafe_poison_free"
+                str(loaded["path"]), "graphsafe_poison_malloc", "graphsafe_poison_free"
             )
-            lib = ctypes.CDLL(str(path))
-            lib.graphsafe_set_pattern.argtypes = [ctypes.c_int]
-            lib.graphsafe_poison_live_bytes.restype = ctypes.c_longlong
-            lib.graphsafe_poison_malloc_count.restype = ctypes.c_longlong
-            _ALLOCATOR.update(allocator=allocator, ctypes=lib, path=str(path))
+            _ALLOCATOR.update(allocator=allocator, ctypes=loaded["lib"], path=str(loaded["path"]))
         except Exception as exc:  # no compiler, old torch: fill_uninitialized_memory still poisons empty*
             _ALLOCATOR.update(error=f"{type(exc).__name__}: {exc}")
         return _ALLOCATOR
@@ -376,7 +371,11 @@ class GpuBackend(GraphBackend):
         if "ctypes" in loaded:
             loaded["ctypes"].graphsafe_set_pattern(pattern)
         _LIFE.drain()  # what earlier scopes released, before this scope opens a pool context
-        with deterministic_fill():
+        # fill_uninitialized_memory writes NaN into every empty* result after the allocator's byte fill, so
+        # without the op-call fill an empty output would hold NaN under both patterns, and an op that masks
+        # NaN (fmax, nan_to_num, a where on isnan) would hide an unwritten buffer under 0x7F as well
+        # (cases/trust_controls.py, control_unwritten_hidden_by_fmax). Empties made inside C++ ops keep NaN.
+        with deterministic_fill(), fill_op_factories(pattern):
             # A fresh pool per scope: its segments are new, so they carry this scope's byte pattern.
             self._eager_pool = _new_pool()
             self._open_eager()

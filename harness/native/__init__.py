@@ -3,19 +3,66 @@
 - ``build``: content-keyed compile-and-cache of pybind11 modules and shared libraries (nvcc, hipcc, g++);
   the public API kernel libraries build with.
 - ``poison_alloc.hip``: the NaN-poisoning allocator of the gpu backend (a ``CUDAPluggableAllocator``).
+- ``scan.hip``: the comparison's clean pass on the GPU (harness/scan.py), one launch and one read.
+  Both are one shared library, ``gpu_library()``: one compile on a cold cache instead of two.
 - ``graph_nodes.hip`` / ``graph_node_kinds``: node kinds of a captured graph.
-- ``gpu_runtime.h``: the HIP API subset those two sources use, mapped onto CUDA for nvcc.
+- ``gpu_runtime.h``: the HIP API subset these sources use, mapped onto CUDA for nvcc.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import pathlib
+import threading
 import types
+from typing import Any
 
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 POISON_ALLOCATOR_SOURCE = NATIVE_DIR / "poison_alloc.hip"
+SCAN_SOURCE = NATIVE_DIR / "scan.hip"
 GRAPH_NODES_SOURCE = NATIVE_DIR / "graph_nodes.hip"
+GPU_LIBRARY_SOURCES = (POISON_ALLOCATOR_SOURCE, SCAN_SOURCE)
+
+_GPU_LIBRARY: dict[str, Any] = {}  # "path" and "lib", or "error": decided once per process
+_GPU_LIBRARY_LOCK = threading.Lock()
+
+
+def gpu_library() -> dict[str, Any]:
+    """Build (cached by content) and load the harness's GPU library once per process.
+
+    Returns {"path": Path, "lib": CDLL} or {"error": why} where no GPU compiler or runtime is available; the
+    outcome is kept, so a machine without a compiler pays for one failed attempt, not one per comparison."""
+    with _GPU_LIBRARY_LOCK:
+        if _GPU_LIBRARY:
+            return _GPU_LIBRARY
+        try:
+            from harness.native.build import build_shared_library
+
+            path = build_shared_library("graphsafe_gpu_native", list(GPU_LIBRARY_SOURCES))
+            lib = ctypes.CDLL(str(path))
+            lib.graphsafe_set_pattern.argtypes = [ctypes.c_int]
+            lib.graphsafe_poison_live_bytes.restype = ctypes.c_longlong
+            lib.graphsafe_poison_malloc_count.restype = ctypes.c_longlong
+            lib.graphsafe_scan_floats.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_longlong,
+                ctypes.c_int,
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_float),
+            ]
+            lib.graphsafe_scan_bytes_differ.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_longlong,
+                ctypes.c_void_p,
+                ctypes.POINTER(ctypes.c_int),
+            ]
+            _GPU_LIBRARY.update(path=path, lib=lib)
+        except Exception as exc:  # no compiler, no runtime library: callers fall back and say why
+            _GPU_LIBRARY.update(error=f"{type(exc).__name__}: {exc}")
+        return _GPU_LIBRARY
 
 
 @functools.cache
@@ -35,4 +82,12 @@ def graph_node_kinds(raw_graph: int) -> dict[str, int]:
     return dict(_graph_nodes_module().node_kinds(int(raw_graph)))
 
 
-__all__ = ["GRAPH_NODES_SOURCE", "NATIVE_DIR", "POISON_ALLOCATOR_SOURCE", "graph_node_kinds"]
+__all__ = [
+    "GPU_LIBRARY_SOURCES",
+    "GRAPH_NODES_SOURCE",
+    "NATIVE_DIR",
+    "POISON_ALLOCATOR_SOURCE",
+    "SCAN_SOURCE",
+    "gpu_library",
+    "graph_node_kinds",
+]

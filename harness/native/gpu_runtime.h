@@ -3,7 +3,7 @@
 // Role: harness/native/*.hip are written against HIP's API. hipcc builds them with <hip/hip_runtime.h>;
 // nvcc builds them through the mapping below. A project-owned mapping because the HIP-on-NVIDIA headers
 // shipped by Debian and AMD (hip/nvidia_detail) do not compile against CUDA 13. It maps only what the
-// poisoning allocator and graph inspection call; kernel libraries carry their own, larger header.
+// poisoning allocator, the comparison scan and graph inspection call; kernel libraries carry their own, larger header.
 // These sources need a GPU runtime: there is no host-only (g++) build of them.
 #pragma once
 
@@ -32,6 +32,14 @@ typedef cudaStream_t hipStream_t;
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
 #define hipMemsetAsync cudaMemsetAsync
+#define hipMemcpyAsync cudaMemcpyAsync
+#define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define hipStreamSynchronize cudaStreamSynchronize
+#define hipGetDevice cudaGetDevice
+#define hipErrorInvalidValue cudaErrorInvalidValue
+#define hipErrorInvalidDevice cudaErrorInvalidDevice
+// Both take (void**, size_t, flags); flag 0 is the default kind of pinned memory in both runtimes.
+#define hipHostMalloc cudaHostAlloc
 
 typedef cudaGraph_t hipGraph_t;
 typedef cudaGraphNode_t hipGraphNode_t;

@@ -1,5 +1,6 @@
 """Run one registered case in this process with a traceback dump of every thread after DUMP_S seconds
 (faulthandler), so a hang shows where it stands. Usage: python diag_hang.py CASE_MODULE CASE_NAME [DUMP_S]"""
+
 import faulthandler
 import importlib
 import sys

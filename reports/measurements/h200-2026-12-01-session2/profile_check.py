@@ -1,4 +1,5 @@
 """cProfile of N full harness.check calls of bench/harness_throughput.py's 4096-float case on the GPU."""
+
 import cProfile
 import pstats
 import sys
