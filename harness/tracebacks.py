@@ -50,7 +50,9 @@ def _shown_path(filename: str) -> str:
 
 def user_frame(exc: BaseException) -> str:
     """ "at FILE:LINE in FUNC" for the innermost user frame of the deepest exception that has one; "" if none."""
-    for link in reversed(exception_chain(exc)):  # the root cause first: its traceback reaches deepest into the op
+    for link in reversed(
+        exception_chain(exc)
+    ):  # the root cause first: its traceback reaches deepest into the op
         frames = traceback.extract_tb(link.__traceback__)
         for frame in reversed(frames):
             if _is_user_file(frame.filename):
