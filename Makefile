@@ -93,5 +93,5 @@ compile-hip:
 	bash .ci/compile_hip.sh
 
 clean:
-	rm -rf kernels/_build reports/runs .pytest_cache .hypothesis .mypy_cache .ruff_cache .setup-system.stamp
+	rm -rf reports/runs .pytest_cache .hypothesis .mypy_cache .ruff_cache .setup-system.stamp
 	find . -name __pycache__ -type d -prune -not -path './$(VENV)/*' -exec rm -rf {} +

@@ -185,9 +185,8 @@ def _bucket_replay(
             else:
                 static[name].copy_(t)
     prepare_inputs(case, static)
-    rng = be.rng_state()
+    rng = be.rng_state()  # the replay's generator state; each eager call below starts from it too
     be.synchronize()
-    be.set_rng_state(rng)
     try:
         graph.replay()
         be.synchronize()
@@ -352,9 +351,8 @@ def _stateful_step(
         for name, t in inputs.items():
             static[name].copy_(t)
     prepare_inputs(case, static)
-    rng = be.rng_state()
+    rng = be.rng_state()  # the replay's generator state; each eager call below starts from it too
     be.synchronize()
-    be.set_rng_state(rng)
     try:
         graph.replay()
         be.synchronize()
