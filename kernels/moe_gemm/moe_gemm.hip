@@ -28,8 +28,8 @@
 //   (reports/measurements/h200-2026-11-30-session2).
 // * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
 //   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.87 of copy
-//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4) and a 4-row-tile
-//   kernel for larger slots (prefill). Both are deterministic but accumulate in the tensor core's own
+//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4) and the shared-memory
+//   tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 x 256 outputs per CTA). Both are deterministic but accumulate in the tensor core's own
 //   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
 //   op says which family ran ("tensor_core" or "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
@@ -169,7 +169,7 @@ struct GsMoeArgs {
   uint16_t* out;        // bf16 [R, N] contiguous
   int vec_w;            // 16-byte weight loads allowed
   int vec_x;            // 16-byte x loads allowed
-  // The ring kernel's fp8 path (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
+  // The ring and prefill kernels' fp8 paths (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
@@ -451,8 +451,9 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
 }
 
 // ------------------------------------------------------------------------ tensor-core kernel (CUDA)
-// For slots of more than 16 rows (prefill; the ring kernel below takes 5..16) the CUDA-core kernel does 16+
-// f32 FMAs per weight and is compute-bound (4.3 ms at 16 tokens per expert on the H200, 2.3% of copy
+// Not launched by gs_moe_gemm_launch (the prefill kernel below replaced it: 3.45 -> 2.13 ms for MXFP8
+// prefill); kept for bench/moe_gemm_variants.cu, which times it. For slots of more than 16 rows the CUDA-core
+// kernel does 16+ f32 FMAs per weight and is compute-bound (4.3 ms at 16 tokens per expert on the H200, 2.3% of copy
 // bandwidth: reports/measurements/moe_gemm-kernel-design). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU twin's
 // bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every
 // run and every replay), and its error against the f32 reference is the same order as the CUDA-core
@@ -909,9 +910,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 // Slots of more than 16 rows (prefill: the DeepSeek-like shape runs 128 tokens per expert). A CTA computes a
 // 64-row x 256-column output tile: 4 warps side by side along N, each warp 64 rows x 64 columns (4 m16 x 8 n8
 // mma.sync tiles), so every weight element a CTA stages is converted exactly once and feeds 64 rows, and
-// every x element in shared memory feeds 256 columns. Per CTA, a ring of 3 stages filled by cp.async
-// (nothing passes through registers): each stage is 64 bytes of every one of the 256 weight columns (two
-// 32-byte sectors: 2 chunks of fp8, 1 chunk of bf16) and the matching 64 x rows. The operand layout is the
+// every x element in shared memory feeds 256 columns. Per CTA, a ring of 3 stages (4 measured 1-10% slower on
+// the H200) filled by cp.async (nothing passes through registers): each stage is 64 bytes of every one of the
+// 256 weight columns (two 32-byte sectors: 2 chunks of fp8, 1 chunk of bf16) and the matching 64 x rows. The operand layout is the
 // ring kernel's K permutation (lane t holds K elements 8t..8t+7 of a chunk: one 16-byte x read per row and
 // one 8-byte fp8 / 16-byte bf16 weight read per column), conflict-free with the swizzles of GsPf.
 //  * bf16 weights: bf16 x bf16 into the f32 accumulators directly.
@@ -928,6 +929,12 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 //    takes it with acc = fmaf(c, s, acc).
 // Deterministic: a fixed order per output element, no atomics. Slots' rows past the slot read zeros (cp.async
 // zero-fill) and m16 tiles wholly past it are skipped.
+// Measured (H200, DeepSeek-like 32 x 4096 x 7168, 128 tokens per expert, block_m 64;
+// reports/measurements/h200-2026-12-01-moe-gemm-prefill): mxfp8 2.13 ms, bf16 1.65 ms, block_fp8 1.87 ms, against
+// 3.45 / 2.08 / 3.16 ms for the register-fed mma kernel above (h200-2026-11-30-session3) and 0.52 ms for
+// torch._grouped_mm on bf16: 110-145 TFLOP/s, far under the tensor cores. Each CTA pulls (64 + 256) x 64 bytes per 64-K step from L2 for 2 MFLOP
+// (51 FLOP per byte for bf16); at 0.35 ms the whole GEMM would need over 9 TB/s of L2 traffic with these tiles,
+// so larger tiles (128 rows: slots of block_m 128) and the Hopper copy engine / wgmma are the next steps.
 constexpr int kPfWarps = 4;
 constexpr int kPfMT = 4;                          // m16 tiles per warp: all 64 rows of the CTA tile
 constexpr int kPfNT = 8;                          // n8 tiles per warp: 64 columns
@@ -1472,7 +1479,7 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
 }
 #endif
 
-// The ring kernel's fp8 path (CUDA) needs x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided
+// The ring and prefill kernels' fp8 paths (CUDA) need x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided
 // device workspace for it, 0 on every other path (the MFMA kernel reads bf16 x). Layout: f16 [R, K], then
 // f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
@@ -1500,8 +1507,8 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
   if (gs_moe_gemm_uses_mma(a, block_m)) {
-    // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): 4 row tiles
-    // per warp. Ring configuration: 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM,
+    // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the
+    // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM,
     // the best of the sweep (0.87-0.88 of copy bandwidth for MXFP8 at 16 tokens on the H200; the sweep's other
     // points are in reports/measurements/moe_gemm-kernel-design). The cap spills 4 bytes for MXFP8. bf16 takes
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an

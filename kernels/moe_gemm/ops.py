@@ -5,9 +5,9 @@ g++ module), registered at the dispatch keys directly (kernels/common/custom_ops
 argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call. The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
 on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
-larger: 4 row tiles per warp), deterministic and within TOLERANCE of the twin but not bitwise equal
+larger: 64 x 256 shared-memory tiles per block), deterministic and within TOLERANCE of the twin but not bitwise equal
 (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
-(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The ring's fp8 path reads x as row-scaled f16 that the op's first
+(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 tensor-core paths read x as row-scaled f16 that the op's first
 kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
