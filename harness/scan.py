@@ -17,10 +17,11 @@ The arithmetic is float32 for 8-, 16- and 32-bit floats (float64 for float64): o
 the difference, three orders below the tightest default threshold (float32, 1e-5), and it keeps the pass at
 the inputs' own width instead of doubling the bytes moved.
 
-On a GPU the clean pass of float32, float16 and bfloat16 outputs and the bit comparison are one kernel of the
-harness's native library (harness/native/scan.hip: one launch, one 16-byte read back, at memory bandwidth)
-computing the same two maxima and a non-finite flag; other dtypes, non-contiguous views, and machines where
-the library cannot be built take the torch path below, which gives the same answer.
+The clean pass of float32, float16 and bfloat16 outputs and the bit comparison are one native pass that
+computes the same two maxima and a non-finite flag: on a GPU one kernel (harness/native/scan.hip: one
+launch, one 16-byte read back), on the CPU one loop over the data (harness/native/scan_host.cpp, all cores).
+Other dtypes, non-contiguous views, and machines where the library cannot be built take the torch path
+below, which gives the same answer.
 
 The scan runs unpoisoned: on the cpu backend every allocation inside a check is filled with a byte pattern
 by a Python dispatch mode (harness/poison.py), which costs one fill and one Python call per temporary; the
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from harness.native import gpu_library
+from harness.native import gpu_library, host_library
 
 DENOMINATOR_EPS = 1e-6
 MAX_REPORTED_INDICES = 5
@@ -203,12 +204,16 @@ _NATIVE_FLOAT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  #
 
 
 def _native_library(*tensors: torch.Tensor) -> object | None:
-    """The loaded GPU library when every tensor is a contiguous array on one GPU, else None."""
+    """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
+    every tensor is a contiguous array on that one device, else None."""
     first = tensors[0]
-    if first.device.type != "cuda" or any(t.device != first.device or not t.is_contiguous() for t in tensors):
+    if any(t.device != first.device or not t.is_contiguous() for t in tensors):
         return None
-    loaded = gpu_library()
-    return loaded.get("lib")
+    if first.device.type == "cuda":
+        return gpu_library().get("lib")
+    if first.device.type == "cpu":
+        return host_library().get("lib")
+    return None
 
 
 def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, float, bool] | None:
@@ -222,10 +227,16 @@ def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, 
     if lib is None:
         return None
     result = (ctypes.c_float * 3)()
+    ref_ptr = None if ref is None else ref.data_ptr()
+    if out.device.type == "cpu":
+        code = lib.graphsafe_scan_floats_host(out.data_ptr(), ref_ptr, out.numel(), kind, result)  # type: ignore[attr-defined]
+        if code:
+            raise RuntimeError(f"graphsafe_scan_floats_host refused its arguments ({code})")
+        return float(result[0]), float(result[1]), bool(result[2])
     with torch.cuda.device(out.device):
         stream = torch.cuda.current_stream(out.device).cuda_stream
         code = lib.graphsafe_scan_floats(  # type: ignore[attr-defined]
-            out.data_ptr(), None if ref is None else ref.data_ptr(), out.numel(), kind, stream, result
+            out.data_ptr(), ref_ptr, out.numel(), kind, stream, result
         )
     if code:
         raise RuntimeError(f"graphsafe_scan_floats failed with GPU runtime error {code}")
@@ -233,17 +244,26 @@ def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, 
 
 
 def _native_bytes_differ(out: torch.Tensor, ref: torch.Tensor) -> bool | None:
-    """Whether any byte of out and ref differs (scan.hip), or None where the native pass does not apply."""
-    if (out.data_ptr() | ref.data_ptr()) % 16:
-        return None
+    """Whether any byte of out and ref differs (scan.hip, scan_host.cpp), or None where the native pass does not
+    apply."""
     lib = _native_library(out, ref)
     if lib is None:
         return None
     differ = ctypes.c_int(0)
+    nbytes = out.numel() * out.element_size()
+    if out.device.type == "cpu":
+        code = lib.graphsafe_scan_bytes_differ_host(
+            out.data_ptr(), ref.data_ptr(), nbytes, ctypes.byref(differ)
+        )  # type: ignore[attr-defined]
+        if code:
+            raise RuntimeError(f"graphsafe_scan_bytes_differ_host refused its arguments ({code})")
+        return bool(differ.value)
+    if (out.data_ptr() | ref.data_ptr()) % 16:  # scan.hip reads 16-byte words
+        return None
     with torch.cuda.device(out.device):
         stream = torch.cuda.current_stream(out.device).cuda_stream
         code = lib.graphsafe_scan_bytes_differ(  # type: ignore[attr-defined]
-            out.data_ptr(), ref.data_ptr(), out.numel() * out.element_size(), stream, ctypes.byref(differ)
+            out.data_ptr(), ref.data_ptr(), nbytes, stream, ctypes.byref(differ)
         )
     if code:
         raise RuntimeError(f"graphsafe_scan_bytes_differ failed with GPU runtime error {code}")

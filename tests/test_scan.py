@@ -150,12 +150,14 @@ def test_count_unwritten() -> None:
     assert count_unwritten(torch.arange(5), poison_values(torch.int64)) == (0, 0)
 
 
-# ------------------------------------------------------------------------------ native GPU pass (scan.hip)
+# ---------------------------------------------------- native passes (scan.hip on a GPU, scan_host.cpp on CPU)
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 
-def _gpu_pairs(dtype: torch.dtype) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+def _pairs(dtype: torch.dtype, device: str) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     """Pairs where the clean pass must decide each way: equal, within and beyond a threshold, one NaN, one Inf,
-    a poison value, an overflowing difference, sizes around the kernel's unrolled stride."""
+    a poison value, an overflowing difference, sizes around the kernels' strides and the host's chunks."""
     g = torch.Generator().manual_seed(7)
     pairs = []
     for n in (1, 7, 4096, 4097, (1 << 20) + 3):
@@ -172,23 +174,24 @@ def _gpu_pairs(dtype: torch.dtype) -> list[tuple[str, torch.Tensor, torch.Tensor
             pairs.append((f"{name}{n}", bad, ref))
     big = torch.full((33,), torch.finfo(dtype).max, dtype=dtype)
     pairs.append(("overflow", big, -big))
-    return [(name, out.cuda(), ref.cuda()) for name, out, ref in pairs]
+    return [(name, out.to(device), ref.to(device)) for name, out, ref in pairs]
 
 
-@pytest.mark.gpu
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("threshold", [0.0, 2e-2])
-def test_native_gpu_pass_agrees_with_the_torch_pass(
-    dtype: torch.dtype, threshold: float, monkeypatch: pytest.MonkeyPatch
+def test_native_pass_agrees_with_the_torch_pass(
+    device: str, dtype: torch.dtype, threshold: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Method: the same pairs scanned with the native kernel and with the torch path (native switched off)
-    give identical Scans; a non-contiguous view and an unaligned view take the torch path and agree too."""
-    from harness.native import gpu_library
+    """Method: the same pairs scanned with the native pass and with the torch path (native switched off) give
+    identical Scans; views one element in (unaligned) and strided views (torch path) agree too."""
+    from harness.native import gpu_library, host_library
 
-    assert "lib" in gpu_library(), gpu_library().get("error")
+    loaded = gpu_library() if device == "cuda" else host_library()
+    assert "lib" in loaded, loaded.get("error")
     poison = poison_values(dtype)
-    pairs = _gpu_pairs(dtype)
-    # Views one element in: not 16-byte aligned, so the kernel's element-wise loop runs instead of its words.
+    pairs = _pairs(dtype, device)
+    # Views one element in: not 16-byte aligned, so the GPU kernel's element-wise loop runs instead of its words.
     pairs += [(f"{name}_unaligned", out[1:], ref[1:]) for name, out, ref in pairs if out.numel() > 1]
     native = [scan(out, ref, threshold, poison) for _, out, ref in pairs]
     counts = [count_unwritten(out, poison) for _, out, _ in pairs]
@@ -204,16 +207,24 @@ def test_native_gpu_pass_agrees_with_the_torch_pass(
             b.first_indices,
         ), name
     monkeypatch.undo()
-    ref = torch.randn(4097, generator=torch.Generator().manual_seed(1)).to(dtype).cuda()
+    ref = torch.randn(4097, generator=torch.Generator().manual_seed(1)).to(dtype).to(device)
     out = ref.clone()
     out[4000] += 1
-    for view_out, view_ref in ((out[1:], ref[1:]), (out[::2], ref[::2])):
-        found = scan(view_out, view_ref, threshold, poison)
-        assert found.mismatches == 1 or (threshold and found.error > threshold)
+    found = scan(out[::2], ref[::2], threshold, poison)
+    assert found.mismatches == 1 or (threshold and found.error > threshold)
 
 
-@pytest.mark.gpu
-def test_native_gpu_pass_reads_the_host_once_when_clean() -> None:
-    ref = torch.randn(1 << 16, device="cuda")
+@pytest.mark.parametrize("device", DEVICES)
+def test_native_pass_reads_the_host_once_when_clean(device: str) -> None:
+    ref = torch.randn(1 << 16, device=device)
     assert scan(ref.clone(), ref, 1e-5).host_syncs == 1
     assert scan(ref.clone(), ref, 0.0).host_syncs == 1
+
+
+def test_host_native_pass_is_used_on_the_cpu() -> None:
+    """The CPU's clean comparison goes through scan_host.cpp (not silently through the torch fallback)."""
+    from harness.native import host_library
+
+    ref = torch.randn(100)
+    assert scan_module._native_library(ref, ref) is host_library()["lib"]
+    assert scan_module._native_floats(ref, ref) == (0.0, float(ref.abs().max()), False)

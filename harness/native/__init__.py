@@ -5,6 +5,7 @@
 - ``poison_alloc.hip``: the NaN-poisoning allocator of the gpu backend (a ``CUDAPluggableAllocator``).
 - ``scan.hip``: the comparison's clean pass on the GPU (harness/scan.py), one launch and one read.
   Both are one shared library, ``gpu_library()``: one compile on a cold cache instead of two.
+- ``scan_host.cpp``: the same clean pass on the CPU, ``host_library()`` (g++).
 - ``graph_nodes.hip`` / ``graph_node_kinds``: node kinds of a captured graph.
 - ``gpu_runtime.h``: the HIP API subset these sources use, mapped onto CUDA for nvcc.
 """
@@ -21,11 +22,13 @@ from typing import Any
 NATIVE_DIR = pathlib.Path(__file__).resolve().parent
 POISON_ALLOCATOR_SOURCE = NATIVE_DIR / "poison_alloc.hip"
 SCAN_SOURCE = NATIVE_DIR / "scan.hip"
+SCAN_HOST_SOURCE = NATIVE_DIR / "scan_host.cpp"
 GRAPH_NODES_SOURCE = NATIVE_DIR / "graph_nodes.hip"
 GPU_LIBRARY_SOURCES = (POISON_ALLOCATOR_SOURCE, SCAN_SOURCE)
 
 _GPU_LIBRARY: dict[str, Any] = {}  # "path" and "lib", or "error": decided once per process
-_GPU_LIBRARY_LOCK = threading.Lock()
+_HOST_LIBRARY: dict[str, Any] = {}
+_LIBRARY_LOCK = threading.Lock()
 
 
 def gpu_library() -> dict[str, Any]:
@@ -33,7 +36,7 @@ def gpu_library() -> dict[str, Any]:
 
     Returns {"path": Path, "lib": CDLL} or {"error": why} where no GPU compiler or runtime is available; the
     outcome is kept, so a machine without a compiler pays for one failed attempt, not one per comparison."""
-    with _GPU_LIBRARY_LOCK:
+    with _LIBRARY_LOCK:
         if _GPU_LIBRARY:
             return _GPU_LIBRARY
         try:
@@ -65,6 +68,39 @@ def gpu_library() -> dict[str, Any]:
         return _GPU_LIBRARY
 
 
+def host_library() -> dict[str, Any]:
+    """Build (cached by content, g++) and load scan_host.cpp once per process: {"path", "lib"} or {"error"}."""
+    with _LIBRARY_LOCK:
+        if _HOST_LIBRARY:
+            return _HOST_LIBRARY
+        try:
+            from harness.native.build import build_shared_library
+
+            # -O3: GCC vectorizes the scan loop only at -O3 (2-core Xeon, 64 MiB float32, 2 threads: -O2 0.29
+            # of the copy's bandwidth, -O3 0.67; reports/measurements/cpu-2026-12-01-session2-scan).
+            path = build_shared_library(
+                "graphsafe_host_native", [SCAN_HOST_SOURCE], backend="cpu", extra_flags=("-O3",)
+            )
+            lib = ctypes.CDLL(str(path))
+            lib.graphsafe_scan_floats_host.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_longlong,
+                ctypes.c_int,
+                ctypes.POINTER(ctypes.c_float),
+            ]
+            lib.graphsafe_scan_bytes_differ_host.argtypes = [
+                ctypes.c_void_p,
+                ctypes.c_void_p,
+                ctypes.c_longlong,
+                ctypes.POINTER(ctypes.c_int),
+            ]
+            _HOST_LIBRARY.update(path=path, lib=lib)
+        except Exception as exc:  # no g++: the torch path decides, as fast as torch allows
+            _HOST_LIBRARY.update(error=f"{type(exc).__name__}: {exc}")
+        return _HOST_LIBRARY
+
+
 @functools.cache
 def _graph_nodes_module() -> types.ModuleType:
     from harness.native.build import build_extension
@@ -87,7 +123,9 @@ __all__ = [
     "GRAPH_NODES_SOURCE",
     "NATIVE_DIR",
     "POISON_ALLOCATOR_SOURCE",
+    "SCAN_HOST_SOURCE",
     "SCAN_SOURCE",
     "gpu_library",
     "graph_node_kinds",
+    "host_library",
 ]
