@@ -7,8 +7,8 @@ Three mechanisms, all scoped to one check and restored afterwards (no global swi
   int32) or 0x7F (huge finite floats, large positive ints). On GPUs the poisoning allocator fills fresh
   segments, and `BytePatternMode` fills the results of the factory ops the op's calls dispatch
   (`op_call_poisoning`), over torch's NaN fill: without it every empty* result would hold NaN under both
-  patterns and an op that masks NaN would hide an unwritten buffer from both. On the CPU backend the mode
-  covers the whole scope (its recorder replays the fills).
+  patterns and an op that masks NaN would hide an unwritten buffer from both. The cpu backend does the
+  same for eager calls and wraps its captures and replays in the mode (its recorder replays the fills).
 - output poisoning before each replay (`poison_outputs`): capture executes nothing, so an output the graph
   never writes would still hold an old, plausible value.
 """
@@ -90,6 +90,17 @@ def fill_op_factories(pattern: int) -> Iterator[None]:
     `pattern`. A backend's poisoned scope sets it; the harness's own tensors in between stay unfilled, which
     keeps a Python dispatch per harness op (about 270 in one check of a small op) off every check."""
     token = _OP_CALL_PATTERN.set(pattern)
+    try:
+        yield
+    finally:
+        _OP_CALL_PATTERN.reset(token)
+
+
+@contextlib.contextmanager
+def op_fill_suspended() -> Iterator[None]:
+    """No op-call fill in the scope: for a backend that fills around a whole capture itself (the cpu backend's
+    recorder must see the fills from outside, so that it records the factory ops and replays their fill)."""
+    token = _OP_CALL_PATTERN.set(None)
     try:
         yield
     finally:

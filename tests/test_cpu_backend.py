@@ -91,10 +91,15 @@ def test_poisoned_allocation_restores_global_state() -> None:
         torch.are_deterministic_algorithms_enabled(),
         torch.utils.deterministic.fill_uninitialized_memory,
     )
+    from harness.poison import op_call_poisoning
+
     with CpuBackend().poisoned_allocation(0x7F):
         assert torch.are_deterministic_algorithms_enabled()
-        t = torch.empty(2, dtype=torch.int32)
+        with op_call_poisoning():  # a call of the op under test, as the protocol makes it
+            t = torch.empty(2, dtype=torch.int32)
         assert (t == 0x7F7F7F7F).all()
+        own = torch.empty(2, dtype=torch.int32)  # the harness's own tensor: torch's fill only
+        assert (own == torch.iinfo(torch.int32).max).all()
     assert (
         torch.are_deterministic_algorithms_enabled(),
         torch.utils.deterministic.fill_uninitialized_memory,

@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager, exception_chain
-from harness.poison import BytePatternMode, deterministic_fill
+from harness.poison import BytePatternMode, deterministic_fill, fill_op_factories, op_fill_suspended
 
 aten = torch.ops.aten
 
@@ -528,12 +528,17 @@ class CpuBackend(GraphBackend):
     def capture(self, fn: Callable[[], Any], *, warmup: int = 1) -> CapturedGraph:
         # Warm-up under no_grad as capture and the protocol's eager runs are: a torch.compile'd op then
         # compiles here, once, for the grad mode it is captured in (dynamo guards on it).
-        with torch.no_grad():
+        # The byte fill wraps warm-up and recording from outside the recorder, so that the recorder records
+        # each factory op and CpuGraph.replay fills it again; the op-call fill would sit inside the recorder.
+        fill = BytePatternMode(self._pattern) if self._pattern is not None else contextlib.nullcontext()
+        with torch.no_grad(), fill, op_fill_suspended():
             for _ in range(warmup):
                 fn()
         recorder = _Recorder()
         try:
             with (
+                fill,
+                op_fill_suspended(),
                 torch.no_grad(),
                 _host_reads_refused(recorder),
                 _compiled_graphs_recorded(recorder),
@@ -617,7 +622,7 @@ class _CpuPoison(contextlib.AbstractContextManager[None]):
         self.backend = backend
         self.pattern = pattern
         self._fill = deterministic_fill()
-        self._mode = BytePatternMode(pattern)
+        self._mode = fill_op_factories(pattern)  # eager calls of the op; capture() fills its own
 
     def __enter__(self) -> None:
         self.backend._pattern = self.pattern
