@@ -198,7 +198,7 @@ def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor) -> Scan | None:
     return None
 
 
-# ------------------------------------------------------------------------------------- native GPU pass
+# ---------------------------------------------------------------------- native passes (GPU and CPU)
 
 _NATIVE_FLOAT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # scan.hip's `kind`
 
