@@ -252,6 +252,50 @@ register(
     )
 )
 
+
+# --- sampling from a generator of the op's own (a sampler's seeded generator, made once at set-up) -----------
+# Made at import: a generator created inside the op's first call is not followed (harness/hidden_state.py
+# `op_generators` looks before the check starts). CPU only for now: under CUDA graph capture a generator
+# other than the default is registered with the graph lazily only in torch releases with pytorch#176753
+# (before, the capture raises "philox_cuda_state for an unexpected CUDA generator"), and no GPU run of these
+# two cases has been made to say which the suite's torch does.
+_sampler_generators = {"cpu": torch.Generator().manual_seed(11)}
+_reseeded_generators = {"cpu": torch.Generator().manual_seed(11)}
+
+
+def noise_from_own_generator(x: torch.Tensor) -> torch.Tensor:
+    g = _sampler_generators[x.device.type]
+    return x + torch.rand(x.shape, generator=g, device=x.device)
+
+
+def noise_from_generator_reseeded_per_call(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: reseeds its generator on the host on every call, so eager draws the same noise each call; a
+    graph keeps only the draw (the reseed is host code), so each replay draws the next noise instead."""
+    g = _reseeded_generators[x.device.type]
+    g.manual_seed(11)
+    return x + torch.rand(x.shape, generator=g, device=x.device)
+
+
+register(
+    Case(
+        name="control_own_generator_reseeded_per_call",
+        make_inputs=_vector,
+        op=noise_from_generator_reseeded_per_call,
+        expect="stale_replay",
+        requires=("cpu",),
+        note="negative control: a seed set on the host per call is a constant the graph never replays",
+    )
+)
+register(
+    Case(
+        name="fixed_noise_from_own_generator",
+        make_inputs=_vector,
+        op=noise_from_own_generator,
+        requires=("cpu",),
+        note="fixed twin: draws from the op's own generator on every call, replayed from it",
+    )
+)
+
 # --- poison patterns: failures that show under one pattern only ---------------------------------------------
 
 

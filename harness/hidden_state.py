@@ -11,6 +11,8 @@ What it restores: names bound, rebound or deleted in those namespaces (data only
 modules are left alone, so lazily defined helpers and registrations stay), the contents of dict/list/set
 values changed in place, and the values of tensors written in place (up to MAX_TENSOR_BYTES each and
 MAX_TOTAL_TENSOR_BYTES in all).
+`op_generators` finds the torch.Generator objects in the same places, for the protocol's replay-vs-eager
+generator restore (GraphBackend.generators_followed).
 What it cannot see: state held in C++ (an extension's statics, a custom op's C++ cache), in other modules the
 op reaches only through imports, and state filled by an earlier case in the same process.
 """
@@ -175,6 +177,23 @@ class PythonState:
                 now = ns.get(name, _MISSING)
                 if now is not value and not (_is_code(value) or _is_code(now)):
                     ns[name] = value
+
+
+def op_generators(op: Any) -> list[torch.Generator]:
+    """The torch.Generator objects the op can reach from Python (the namespaces `PythonState` snapshots, and
+    the dicts, lists and tuples in them, one level down: a per-request table of generators), each once."""
+    cells: list[Any] = []
+    values: list[Any] = [v for ns in _namespaces(op, cells) for v in ns.values()]
+    values += [cell.cell_contents for cell in cells]
+    found: dict[int, torch.Generator] = {}
+    for value in values:
+        inner = (
+            value.values() if isinstance(value, dict) else value if isinstance(value, list | tuple) else ()
+        )
+        for candidate in (value, *inner):
+            if isinstance(candidate, torch.Generator):
+                found.setdefault(id(candidate), candidate)
+    return list(found.values())
 
 
 def _dict_changed(now: dict[Any, Any], saved: dict[Any, Any]) -> bool:

@@ -37,7 +37,7 @@ from harness.errors import (
     FallbackEager,
     OutputTypeError,
 )
-from harness.hidden_state import PythonState
+from harness.hidden_state import PythonState, op_generators
 from harness.poison import PATTERNS, poison_outputs
 from harness.records import Result, Row
 from harness.tracebacks import with_user_frame
@@ -153,7 +153,7 @@ def check(
     rows: list[Row] = []
     for index, pattern in enumerate(patterns):
         try:
-            with be.poisoned_allocation(pattern):
+            with be.poisoned_allocation(pattern), be.generators_followed(op_generators(case.op)):
                 if case.buckets or case.make_module is not None:
                     from harness import engine  # the engine-style loops (buckets, stateful modules)
 

@@ -3,6 +3,7 @@
 The vocabulary is small and closed, so a typo is a CaseError at definition time instead of a case that
 silently never runs:
 
+    cpu          the run uses the cpu backend (a case whose GPU form has no verdict measured on a GPU yet)
     gpu          the run uses the gpu backend (a CUDA or ROCm device)
     cuda, rocm   ... on an NVIDIA device / an AMD device
     sm_XY        an NVIDIA device of compute capability X.Y or newer (sm_90: H100/H200; sm_89: the first with fp8)
@@ -23,9 +24,9 @@ import torch
 from harness.errors import CaseError
 
 _REQUIREMENT = re.compile(
-    r"^(?:gpu|cuda|rocm|fp8|sm_(?P<major>[1-9]\d?)(?P<minor>\d)|devices>=(?P<count>[1-9]\d*))$"
+    r"^(?:cpu|gpu|cuda|rocm|fp8|sm_(?P<major>[1-9]\d?)(?P<minor>\d)|devices>=(?P<count>[1-9]\d*))$"
 )
-ALLOWED = "gpu, cuda, rocm, fp8, sm_<major><minor> (e.g. sm_90), devices>=<N> (e.g. devices>=2)"
+ALLOWED = "cpu, gpu, cuda, rocm, fp8, sm_<major><minor> (e.g. sm_90), devices>=<N> (e.g. devices>=2)"
 # AMD architectures with hardware float8 (CDNA3 gfx940-942, CDNA4 gfx950).
 _ROCM_FP8_ARCHS = ("gfx94", "gfx95")
 _FIRST_NVIDIA_FP8 = (8, 9)
@@ -71,6 +72,8 @@ def _unmet_one(requirement: str, backend: str) -> str | None:
         return None if found >= needed else f"{found} GPU(s) visible"
     if requirement == "fp8" and backend == "cpu":
         return None
+    if requirement == "cpu":
+        return None if backend == "cpu" else f"the run uses the {backend} backend"
     if backend != "gpu":
         return f"the run uses the {backend} backend"
     is_rocm = bool(torch.version.hip)

@@ -130,6 +130,14 @@ MUTANTS: tuple[Mutant, ...] = (
         ("tests/test_trust.py", "-k", "finite_poison_pattern or fmax"),
     ),
     Mutant(
+        "own_generators_off",
+        "replay and eager also start from the same state of the op's own generators (generator=g)",
+        "harness/protocol.py",
+        "be.generators_followed(op_generators(case.op))",
+        "be.generators_followed(())",
+        ("tests/test_trust.py", "-k", "own_generator"),
+    ),
+    Mutant(
         "deadline_off",
         "a case past its deadline is killed and gets timeout",
         "harness/runner.py",

@@ -181,6 +181,14 @@ def test_cli_k_takes_pytest_expressions_over_names_and_families() -> None:
         compile_selector("cached and (fp8")
 
 
+def test_cpu_requirement_is_met_by_the_cpu_backend_only() -> None:
+    from harness.requirements import unmet, validate
+
+    assert validate("t", ("cpu",)) == ("cpu",)
+    assert unmet(("cpu",), "cpu") is None
+    assert unmet(("cpu",), "gpu") == "requires cpu: the run uses the gpu backend"
+
+
 def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
     """Method: `python -m harness verify --backend cpu` on the case file's fix and its sm_90 case. Expected: the
     sm_90 case is named as skipped with its reason on stderr and is absent from results.csv; the fix runs."""

@@ -33,6 +33,7 @@ CONTROLS = {
     "control_uninitialized_under_one_pattern": "uninitialized",
     "control_int_output_tail_unwritten": "uninitialized",
     "control_unwritten_hidden_by_fmax": "uninitialized",
+    "control_own_generator_reseeded_per_call": "stale_replay",
     "control_output_written_once": "uninitialized",
     "control_bincount_under_capture": "capture_sync",
 }
@@ -46,6 +47,7 @@ FIXED = [
     "fixed_noise_drawn_per_call",
     "fixed_min_with_initialised",
     "fixed_fmax_with_initialised",
+    "fixed_noise_from_own_generator",
     "fixed_int_output_zeroed",
     "fixed_counts_with_scatter_add",
 ]
@@ -361,3 +363,17 @@ def test_python_state_copies_tensors_up_to_its_total_bound(monkeypatch: pytest.M
     # last table, past it, keeps the op's write.
     assert state._tensor_bytes <= 16
     assert torch.equal(tables[1], torch.ones(4))
+
+
+def test_the_ops_own_generator_is_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Graph-safe sampling from `generator=g` passes only because replay and eager start from g's same state:
+    with g not followed, the same twin is a false stale_replay."""
+    import harness.protocol
+    from harness.hidden_state import op_generators
+
+    twin = REGISTRY.get("fixed_noise_from_own_generator")
+    generators = op_generators(twin.op)
+    assert any(g is cases.trust_controls._sampler_generators["cpu"] for g in generators)
+    assert check(twin, "cpu").verdict == "pass"
+    monkeypatch.setattr(harness.protocol, "op_generators", lambda op: [])
+    assert check(twin, "cpu").verdict == "stale_replay"

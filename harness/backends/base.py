@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -94,23 +94,43 @@ class GraphBackend(abc.ABC):
         """Bytes of device memory held by the process (for rebuild growth); 0 where not measurable."""
         return 0
 
-    def rng_state(self) -> tuple[torch.Tensor, ...]:
-        """The default generators' states (CPU, plus this device's on GPUs), for replaying random ops fairly.
+    # Generator objects of the op's own (harness/hidden_state.py `op_generators`), set for one check.
+    _op_generators: tuple[torch.Generator, ...] = ()
 
-        A CUDA graph reads its generator's seed and offset at replay and advances the offset (CUDAGraph::replay
-        -> replay_prologue), exactly as an eager call of the same kernels would; the CPU backend's replay
-        re-runs the recorded random ops on the CPU generator. So graph and eager draw the same numbers only
-        when both start from the same state: the protocol restores this snapshot before each of them.
+    @contextlib.contextmanager
+    def generators_followed(self, generators: Sequence[torch.Generator]) -> Iterator[None]:
+        """For the scope, rng_state and set_rng_state cover these generators too (the op's own, beside the
+        default ones): an op drawing from `generator=g` is then replayed as fairly as one using the default."""
+        previous = self._op_generators
+        self._op_generators = tuple(generators)
+        try:
+            yield
+        finally:
+            self._op_generators = previous
+
+    def rng_state(self) -> tuple[torch.Tensor, ...]:
+        """The generators' states (CPU, this device's on GPUs, the op's own), for replaying random ops fairly.
+
+        A CUDA graph reads its generators' seeds and offsets at replay and advances the offsets
+        (CUDAGraph::replay -> replay_prologue; generators other than the default are registered on first use
+        under capture, pytorch#176753), exactly as an eager call of the same kernels would; the CPU backend's
+        replay re-runs the recorded random ops on their generators. So graph and eager draw the same numbers
+        only when both start from the same states: the protocol restores this snapshot before each of them.
         """
         states = [torch.get_rng_state()]
         if self.device.type == "cuda":
             states.append(torch.cuda.get_rng_state(self.device))
+        states.extend(g.get_state() for g in self._op_generators)
         return tuple(states)
 
     def set_rng_state(self, state: tuple[torch.Tensor, ...]) -> None:
         torch.set_rng_state(state[0])
+        first_own = 1
         if self.device.type == "cuda":
             torch.cuda.set_rng_state(state[1], self.device)
+            first_own = 2
+        for generator, own in zip(self._op_generators, state[first_own:], strict=True):
+            generator.set_state(own)
 
     def describe(self) -> str:
         """One line for reports: which backend produced a verdict, and on what."""
