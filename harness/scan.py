@@ -39,6 +39,7 @@ import functools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
@@ -203,7 +204,7 @@ def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor) -> Scan | None:
 _NATIVE_FLOAT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # scan.hip's `kind`
 
 
-def _native_library(*tensors: torch.Tensor) -> object | None:
+def _native_library(*tensors: torch.Tensor) -> Any:
     """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
     every tensor is a contiguous array on that one device, else None."""
     first = tensors[0]
@@ -229,15 +230,13 @@ def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, 
     result = (ctypes.c_float * 3)()
     ref_ptr = None if ref is None else ref.data_ptr()
     if out.device.type == "cpu":
-        code = lib.graphsafe_scan_floats_host(out.data_ptr(), ref_ptr, out.numel(), kind, result)  # type: ignore[attr-defined]
+        code = lib.graphsafe_scan_floats_host(out.data_ptr(), ref_ptr, out.numel(), kind, result)
         if code:
             raise RuntimeError(f"graphsafe_scan_floats_host refused its arguments ({code})")
         return float(result[0]), float(result[1]), bool(result[2])
     with torch.cuda.device(out.device):
         stream = torch.cuda.current_stream(out.device).cuda_stream
-        code = lib.graphsafe_scan_floats(  # type: ignore[attr-defined]
-            out.data_ptr(), ref_ptr, out.numel(), kind, stream, result
-        )
+        code = lib.graphsafe_scan_floats(out.data_ptr(), ref_ptr, out.numel(), kind, stream, result)
     if code:
         raise RuntimeError(f"graphsafe_scan_floats failed with GPU runtime error {code}")
     return float(result[0]), float(result[1]), bool(result[2])
@@ -254,7 +253,7 @@ def _native_bytes_differ(out: torch.Tensor, ref: torch.Tensor) -> bool | None:
     if out.device.type == "cpu":
         code = lib.graphsafe_scan_bytes_differ_host(
             out.data_ptr(), ref.data_ptr(), nbytes, ctypes.byref(differ)
-        )  # type: ignore[attr-defined]
+        )
         if code:
             raise RuntimeError(f"graphsafe_scan_bytes_differ_host refused its arguments ({code})")
         return bool(differ.value)
@@ -262,7 +261,7 @@ def _native_bytes_differ(out: torch.Tensor, ref: torch.Tensor) -> bool | None:
         return None
     with torch.cuda.device(out.device):
         stream = torch.cuda.current_stream(out.device).cuda_stream
-        code = lib.graphsafe_scan_bytes_differ(  # type: ignore[attr-defined]
+        code = lib.graphsafe_scan_bytes_differ(
             out.data_ptr(), ref.data_ptr(), nbytes, stream, ctypes.byref(differ)
         )
     if code:
