@@ -140,6 +140,7 @@ SYNCING = {
     "item": lambda: _X.sum().item(),
     "float_of_tensor": lambda: float(_X.max()),
     "equal": lambda: torch.equal(_X, _X),
+    "allclose": lambda: _X * (1.0 if torch.allclose(_X, _X) else 2.0),
     "linalg_inv_checks_errors": lambda: torch.linalg.inv(torch.eye(2) + _X[:4].reshape(2, 2) * 0.1),
     "tensor_cpu": lambda: _X.cpu() + 1,
     "nested_tensor_from_mask": lambda: torch._nested_tensor_from_mask(
@@ -167,6 +168,7 @@ CAPTURE_SAFE = {
     "nonzero_static": lambda: torch.nonzero_static(_X, size=8),
     "where_three_arguments": lambda: torch.where(_X > 0, _X, 0.0),
     "masked_fill": lambda: _X.masked_fill(_X > 0, 0.0),
+    "isclose_all_as_a_tensor": lambda: torch.isclose(_X, _X).all(),
     "integer_index": lambda: _X[_IDS],
     "multinomial": lambda: torch.multinomial(_X.abs(), 2),
     "multinomial_replacement": lambda: torch.multinomial(_X.abs(), 4, replacement=True),

@@ -142,6 +142,9 @@ SYNC_RULES: dict[Any, SyncRule] = {
     aten.is_nonzero.default: _always("bool(tensor) reads a device value on the host (is_nonzero calls item)"),
     # aten/src/ATen/native/cuda/Equal.cpp, cuda_equal: `at::eq(self, src).all().item()`
     aten.equal.default: _always("torch.equal returns a host bool computed from device data"),
+    # aten/src/ATen/native/TensorCompare.cpp, allclose: `at::isclose(...).all().item<uint8_t>()`, one op at the
+    # dispatcher (CompositeExplicitAutograd), so its item() is not seen on its own
+    aten.allclose.default: _always("torch.allclose returns a host bool computed from device data"),
     aten.nonzero.default: _always(_NONZERO),
     aten.nonzero.out: _always(_NONZERO),
     # aten/src/ATen/native/cuda/IndexKernel.cu, masked_select_out_cuda_impl: index_out with the mask
