@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from harness import Case, check
 from harness.backends import get_backend
 from harness.compare import compare
+from harness.scan import comparison_pass
 
 N = 4096
 LARGE_BYTES = 64 << 20
@@ -143,6 +144,7 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
     ]
     clock_name = "process CPU time" if CLOCK[0] is time.process_time else "wall clock"
     print(f"backend: {be.describe()}; torch threads: {torch.get_num_threads()}; {clock_name}")
+    print(f"comparison pass: {comparison_pass(x)}")
     return rows
 
 

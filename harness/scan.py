@@ -217,6 +217,15 @@ def _native_library(*tensors: torch.Tensor) -> Any:
     return None
 
 
+def comparison_pass(t: torch.Tensor) -> str:
+    """Which pass compares contiguous float32 tensors on t's device: the native library, or torch's and why
+    (for reports and benchmarks)."""
+    if _native_library(t, t) is not None:
+        return "native (harness/native/" + ("scan.hip)" if t.device.type == "cuda" else "scan_host.cpp)")
+    loaded = gpu_library() if t.device.type == "cuda" else host_library()
+    return f"torch ({loaded.get('error', 'no native pass for this device or this tensor')})"
+
+
 def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, float, bool] | None:
     """(max|out - ref|, max|ref|, any non-finite) from scan.hip (ref None: max|out|), or None where the
     native pass does not apply."""
