@@ -26,79 +26,72 @@ SCAN_HOST_SOURCE = NATIVE_DIR / "scan_host.cpp"
 GRAPH_NODES_SOURCE = NATIVE_DIR / "graph_nodes.hip"
 GPU_LIBRARY_SOURCES = (POISON_ALLOCATOR_SOURCE, SCAN_SOURCE)
 
-_GPU_LIBRARY: dict[str, Any] = {}  # "path" and "lib", or "error": decided once per process
-_HOST_LIBRARY: dict[str, Any] = {}
+_LIBRARIES: dict[str, dict[str, Any]] = {}  # name -> {"path", "lib"} or {"error"}: decided once per process
 _LIBRARY_LOCK = threading.Lock()
+_P, _LL, _INT, _F32P, _I32P = (
+    ctypes.c_void_p,
+    ctypes.c_longlong,
+    ctypes.c_int,
+    ctypes.POINTER(ctypes.c_float),
+    ctypes.POINTER(ctypes.c_int),
+)
+
+
+def _load(
+    name: str,
+    sources: list[pathlib.Path],
+    signatures: dict[str, tuple[list[Any], Any]],
+    **build: Any,
+) -> dict[str, Any]:
+    """Build (cached by content) and load a plain shared library once per process, with its functions'
+    (argtypes, restype). Returns {"path": Path, "lib": CDLL} or {"error": why}; the outcome is kept, so a
+    machine without the compiler pays for one failed attempt, not one per comparison."""
+    with _LIBRARY_LOCK:
+        if name in _LIBRARIES:
+            return _LIBRARIES[name]
+        try:
+            from harness.native.build import build_shared_library
+
+            path = build_shared_library(name, sources, **build)
+            lib = ctypes.CDLL(str(path))
+            for function, (argtypes, restype) in signatures.items():
+                getattr(lib, function).argtypes = argtypes
+                getattr(lib, function).restype = restype
+            _LIBRARIES[name] = {"path": path, "lib": lib}
+        except Exception as exc:  # no compiler, no runtime library: callers fall back and say why
+            _LIBRARIES[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        return _LIBRARIES[name]
 
 
 def gpu_library() -> dict[str, Any]:
-    """Build (cached by content) and load the harness's GPU library once per process.
-
-    Returns {"path": Path, "lib": CDLL} or {"error": why} where no GPU compiler or runtime is available; the
-    outcome is kept, so a machine without a compiler pays for one failed attempt, not one per comparison."""
-    with _LIBRARY_LOCK:
-        if _GPU_LIBRARY:
-            return _GPU_LIBRARY
-        try:
-            from harness.native.build import build_shared_library
-
-            path = build_shared_library("graphsafe_gpu_native", list(GPU_LIBRARY_SOURCES))
-            lib = ctypes.CDLL(str(path))
-            lib.graphsafe_set_pattern.argtypes = [ctypes.c_int]
-            lib.graphsafe_poison_live_bytes.restype = ctypes.c_longlong
-            lib.graphsafe_poison_malloc_count.restype = ctypes.c_longlong
-            lib.graphsafe_scan_floats.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_longlong,
-                ctypes.c_int,
-                ctypes.c_void_p,
-                ctypes.POINTER(ctypes.c_float),
-            ]
-            lib.graphsafe_scan_bytes_differ.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_longlong,
-                ctypes.c_void_p,
-                ctypes.POINTER(ctypes.c_int),
-            ]
-            _GPU_LIBRARY.update(path=path, lib=lib)
-        except Exception as exc:  # no compiler, no runtime library: callers fall back and say why
-            _GPU_LIBRARY.update(error=f"{type(exc).__name__}: {exc}")
-        return _GPU_LIBRARY
+    """The harness's GPU library (poisoning allocator and comparison pass): {"path", "lib"} or {"error"}."""
+    return _load(
+        "graphsafe_gpu_native",
+        list(GPU_LIBRARY_SOURCES),
+        {
+            "graphsafe_set_pattern": ([_INT], None),
+            "graphsafe_poison_live_bytes": ([], _LL),
+            "graphsafe_poison_malloc_count": ([], _LL),
+            "graphsafe_scan_floats": ([_P, _P, _LL, _INT, _P, _F32P], _INT),
+            "graphsafe_scan_bytes_differ": ([_P, _P, _LL, _P, _I32P], _INT),
+        },
+    )
 
 
 def host_library() -> dict[str, Any]:
-    """Build (cached by content, g++) and load scan_host.cpp once per process: {"path", "lib"} or {"error"}."""
-    with _LIBRARY_LOCK:
-        if _HOST_LIBRARY:
-            return _HOST_LIBRARY
-        try:
-            from harness.native.build import build_shared_library
-
-            # -O3: GCC vectorizes the scan loop only at -O3 (2-core Xeon, 64 MiB float32, 2 threads: -O2 0.29
-            # of the copy's bandwidth, -O3 0.67; reports/measurements/cpu-2026-12-01-session2-scan).
-            path = build_shared_library(
-                "graphsafe_host_native", [SCAN_HOST_SOURCE], backend="cpu", extra_flags=("-O3",)
-            )
-            lib = ctypes.CDLL(str(path))
-            lib.graphsafe_scan_floats_host.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_longlong,
-                ctypes.c_int,
-                ctypes.POINTER(ctypes.c_float),
-            ]
-            lib.graphsafe_scan_bytes_differ_host.argtypes = [
-                ctypes.c_void_p,
-                ctypes.c_void_p,
-                ctypes.c_longlong,
-                ctypes.POINTER(ctypes.c_int),
-            ]
-            _HOST_LIBRARY.update(path=path, lib=lib)
-        except Exception as exc:  # no g++: the torch path decides, as fast as torch allows
-            _HOST_LIBRARY.update(error=f"{type(exc).__name__}: {exc}")
-        return _HOST_LIBRARY
+    """The comparison pass on the CPU (scan_host.cpp, g++): {"path", "lib"} or {"error"}."""
+    return _load(
+        "graphsafe_host_native",
+        [SCAN_HOST_SOURCE],
+        {
+            "graphsafe_scan_floats_host": ([_P, _P, _LL, _INT, _F32P], _INT),
+            "graphsafe_scan_bytes_differ_host": ([_P, _P, _LL, _I32P], _INT),
+        },
+        backend="cpu",
+        # -O3: GCC vectorizes the scan loop only at -O3 (2-core Xeon, 64 MiB float32, 2 threads: -O2 0.29 of
+        # the copy's bandwidth, -O3 0.67; reports/measurements/cpu-2026-12-01-session2-scan).
+        extra_flags=("-O3",),
+    )
 
 
 @functools.cache
