@@ -84,6 +84,23 @@ def _eager(case: Case, *args: Any, **inputs: torch.Tensor) -> list[torch.Tensor]
         raise CaseError(case.name, "op", str(exc)) from exc
 
 
+def _replay_once(
+    be: GraphBackend, graph: Any, row: Callable[..., Row], index: int, seed: int, where: str
+) -> tuple[tuple[torch.Tensor, ...], list[torch.Tensor]] | Row:
+    """Replay the graph once: (the generator state it started from, which each eager call then starts from
+    too; copies of its outputs), or the replay_error row when the replay raised."""
+    rng = be.rng_state()
+    be.synchronize()
+    try:
+        graph.replay()
+        be.synchronize()
+    except DEVICE_FAULTS:
+        raise
+    except Exception as exc:
+        return _replay_error_row(exc, row, index, seed, where)
+    return rng, [o.clone() for o in graph.outputs]
+
+
 # ---------------------------------------------------------------------------------------------- buckets
 
 
@@ -185,16 +202,10 @@ def _bucket_replay(
             else:
                 static[name].copy_(t)
     prepare_inputs(case, static)
-    rng = be.rng_state()  # the replay's generator state; each eager call below starts from it too
-    be.synchronize()
-    try:
-        graph.replay()
-        be.synchronize()
-    except DEVICE_FAULTS:
-        raise
-    except Exception as exc:
-        return _replay_error_row(exc, row, replay_index, seed_b, where)
-    graph_out = [o.clone() for o in graph.outputs]
+    replayed = _replay_once(be, graph, row, replay_index, seed_b, where)
+    if isinstance(replayed, Row):
+        return replayed
+    rng, graph_out = replayed
 
     padded = _clone_all(static)
     exact_copy = _clone_all(exact)
@@ -351,16 +362,10 @@ def _stateful_step(
         for name, t in inputs.items():
             static[name].copy_(t)
     prepare_inputs(case, static)
-    rng = be.rng_state()  # the replay's generator state; each eager call below starts from it too
-    be.synchronize()
-    try:
-        graph.replay()
-        be.synchronize()
-    except DEVICE_FAULTS:
-        raise
-    except Exception as exc:
-        return _replay_error_row(exc, row, index, seed, where)
-    graph_out = [o.clone() for o in graph.outputs]
+    replayed = _replay_once(be, graph, row, index, seed, where)
+    if isinstance(replayed, Row):
+        return replayed
+    rng, graph_out = replayed
     eager_inputs = _clone_all(inputs)
     try:
         be.set_rng_state(rng)
