@@ -112,8 +112,9 @@ class GraphBackend(abc.ABC):
         """The generators' states (CPU, this device's on GPUs, the op's own), for replaying random ops fairly.
 
         A CUDA graph reads its generators' seeds and offsets at replay and advances the offsets
-        (CUDAGraph::replay -> replay_prologue; generators other than the default are registered on first use
-        under capture, pytorch#176753), exactly as an eager call of the same kernels would; the CPU backend's
+        (CUDAGraph::replay -> replay_prologue; a generator other than the default is registered on first use
+        under capture in torch releases with pytorch#176753, earlier ones refuse it), exactly as an eager call
+        of the same kernels would; the CPU backend's
         replay re-runs the recorded random ops on their generators. So graph and eager draw the same numbers
         only when both start from the same states: the protocol restores this snapshot before each of them.
         """
