@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from harness import Case, check
 from harness.backends.cpu import CpuBackend, register_host_function_op
 from harness.errors import CaptureError, CaptureSyncError
 
@@ -323,3 +324,39 @@ def test_capture_takes_the_code_path_eager_takes() -> None:
     src = _X.reshape(1, 8, 1).expand(2, 8, 4).contiguous()
     graph = CpuBackend().capture(lambda: _padded_encoder(src, src_key_padding_mask=_PADDING), warmup=0)
     assert "aten._transformer_encoder_layer_fwd.default" in graph.node_kinds()
+
+
+def test_in_place_view_ops_after_a_fresh_output_replay_with_new_inputs() -> None:
+    """nn.GRU(batch_first=True) stacks its steps and then transposes the stack in place: at replay the stack's
+    new value must go into the recorded tensor as it was before the transpose_, which then runs again."""
+
+    def op(x: torch.Tensor) -> torch.Tensor:
+        y = torch.stack([x, x * 2])
+        y.transpose_(0, 1)
+        y.unsqueeze_(0)
+        return y
+
+    x = torch.arange(6.0).reshape(3, 2)
+    graph = CpuBackend().capture(lambda: op(x), warmup=0)
+    for scale in (3.0, -1.0):
+        x.mul_(scale)
+        graph.replay()
+        assert torch.equal(graph.outputs[0], op(x))
+        assert graph.outputs[0].shape == (1, 3, 2, 2)
+
+
+def test_gru_batch_first_is_graph_safe_on_the_cpu_backend() -> None:
+    torch.manual_seed(0)
+    gru = torch.nn.GRU(8, 8, batch_first=True)
+
+    def op(x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return gru(x)[0]
+
+    case = Case(
+        "gru_batch_first",
+        lambda seed, device: {"x": torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(seed))},
+        op,
+    )
+    result = check(case, "cpu")
+    assert result.verdict == "pass", result.detail

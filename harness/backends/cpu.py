@@ -282,11 +282,22 @@ def _host_sync_reason(func: Any, args: Sequence[Any], kwargs: dict[str, Any]) ->
 
 
 @dataclass
+class _Fresh:
+    """A new tensor an op returned at capture, and the view it had then: a later in-place metadata op of the
+    graph (transpose_, unsqueeze_, as_strided_: nn.GRU's batch_first output) changes the recorded tensor's
+    shape, which replay must undo before it writes this op's new value into it."""
+
+    position: int  # in the op's flattened result
+    tensor: torch.Tensor
+    view: tuple[Any, ...] | None  # size, stride, storage offset when the op returned it (None: not strided)
+
+
+@dataclass
 class _Node:
     func: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    fresh_outputs: list[tuple[int, torch.Tensor]]  # (position in flattened result, recorded tensor)
+    fresh_outputs: list[_Fresh]
 
 
 def _fresh_output_positions(func: Any) -> set[int] | None:
@@ -304,10 +315,16 @@ def _fresh_output_positions(func: Any) -> set[int] | None:
     return fresh
 
 
-def _fresh_tensors(result: Any, positions: set[int] | None) -> list[tuple[int, torch.Tensor]]:
+def _view(t: torch.Tensor) -> tuple[Any, ...] | None:
+    if t.is_nested or t.layout != torch.strided:  # no strides to speak of (and no in-place view ops)
+        return None
+    return t.size(), t.stride(), t.storage_offset()
+
+
+def _fresh_tensors(result: Any, positions: set[int] | None) -> list[_Fresh]:
     results = result if isinstance(result, tuple | list) else (result,)
     return [
-        (position, value)
+        _Fresh(position, value, _view(value))
         for position, value in enumerate(results)
         if isinstance(value, torch.Tensor) and (positions is None or position in positions)
     ]
@@ -503,8 +520,10 @@ class CpuGraph(CapturedGraph):
                 for node in self.nodes:
                     result = node.func(*node.args, **node.kwargs)
                     results = result if isinstance(result, tuple | list) else (result,)
-                    for position, recorded in node.fresh_outputs:
-                        value = results[position]
+                    for fresh in node.fresh_outputs:
+                        value, recorded = results[fresh.position], fresh.tensor
+                        if fresh.view is not None and _view(recorded) != fresh.view:
+                            recorded.as_strided_(*fresh.view)  # a later node changed its view; it will again
                         if value.data_ptr() != recorded.data_ptr() or value.stride() != recorded.stride():
                             recorded.copy_(value)
             finally:
