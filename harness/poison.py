@@ -85,22 +85,13 @@ _OP_CALL_PATTERN: contextvars.ContextVar[int | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def fill_op_factories(pattern: int) -> Iterator[None]:
+def fill_op_factories(pattern: int | None) -> Iterator[None]:
     """For the scope, calls of the op under test (`op_call_poisoning`) fill their factory results with
     `pattern`. A backend's poisoned scope sets it; the harness's own tensors in between stay unfilled, which
-    keeps a Python dispatch per harness op (about 270 in one check of a small op) off every check."""
+    keeps a Python dispatch per harness op (about 270 in one check of a small op) off every check. None: no
+    op-call fill, for a backend that fills around a whole capture itself (the cpu backend's recorder must see
+    the fills from outside, so that it records the factory ops and replays their fill)."""
     token = _OP_CALL_PATTERN.set(pattern)
-    try:
-        yield
-    finally:
-        _OP_CALL_PATTERN.reset(token)
-
-
-@contextlib.contextmanager
-def op_fill_suspended() -> Iterator[None]:
-    """No op-call fill in the scope: for a backend that fills around a whole capture itself (the cpu backend's
-    recorder must see the fills from outside, so that it records the factory ops and replays their fill)."""
-    token = _OP_CALL_PATTERN.set(None)
     try:
         yield
     finally:

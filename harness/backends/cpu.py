@@ -31,7 +31,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from harness.errors import CaptureError, CaptureSyncError, FallbackEager, exception_chain
-from harness.poison import BytePatternMode, deterministic_fill, fill_op_factories, op_fill_suspended
+from harness.poison import BytePatternMode, deterministic_fill, fill_op_factories
 
 aten = torch.ops.aten
 
@@ -553,14 +553,14 @@ class CpuBackend(GraphBackend):
         # The byte fill wraps warm-up and recording from outside the recorder, so that the recorder records
         # each factory op and CpuGraph.replay fills it again; the op-call fill would sit inside the recorder.
         fill = BytePatternMode(self._pattern) if self._pattern is not None else contextlib.nullcontext()
-        with torch.no_grad(), fill, op_fill_suspended():
+        with torch.no_grad(), fill, fill_op_factories(None):
             for _ in range(warmup):
                 fn()
         recorder = _Recorder()
         try:
             with (
                 fill,
-                op_fill_suspended(),
+                fill_op_factories(None),
                 torch.no_grad(),
                 _host_reads_refused(recorder),
                 _compiled_graphs_recorded(recorder),
