@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
 
-from harness.scan import scan
+from harness.scan import scan_many
 
 # Default relative-error thresholds per output dtype (max-norm, like the seeds).
 # bf16 0.02: FreeToken issue #350's acceptance threshold (its test_cpu_moe.py). f16 1e-3 and f32 1e-5: one order
@@ -96,33 +97,47 @@ class Comparison:
 
 def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Comparison:
     """Compare `out` with `ref`; threshold 0.0 demands bitwise equality."""
-    if out.shape != ref.shape or out.dtype != ref.dtype:
-        return Comparison(
-            error=math.inf,
-            threshold=threshold,
-            nonfinite=0,
-            poisoned=0,
-            mismatches=out.numel(),
-            shape_ok=False,
-            detail=f"shape/dtype {tuple(out.shape)}/{out.dtype} != reference {tuple(ref.shape)}/{ref.dtype}",
-        )
-    out_c = out.detach()
-    ref_c = ref.detach().to(out_c.device)  # a reference may come back on the host
-    if out_c.dtype.is_complex:
-        # Real and imaginary parts as a trailing dimension of size 2: each part is checked for NaN and poison
-        # like a float, and the error is normalised by the largest part of the reference.
-        parts = compare(
-            torch.view_as_real(out_c.resolve_conj()), torch.view_as_real(ref_c.resolve_conj()), threshold
-        )
-        parts.first_indices = list(dict.fromkeys(i[:-1] for i in parts.first_indices))
-        return parts
+    return compare_many([(out, ref, threshold)])[0]
+
+
+def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> list[Comparison]:
+    """`compare` of each (out, ref, threshold), all clean passes read with one host synchronization: the
+    protocol compares a replay's outputs with eager, the reference and the fresh probe at once."""
+    results: list[Comparison | None] = [None] * len(pairs)
+    scans: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
+    complex_parts: set[int] = set()
+    for index, (out, ref, threshold) in enumerate(pairs):
+        if out.shape != ref.shape or out.dtype != ref.dtype:
+            results[index] = Comparison(
+                error=math.inf,
+                threshold=threshold,
+                nonfinite=0,
+                poisoned=0,
+                mismatches=out.numel(),
+                shape_ok=False,
+                detail=f"shape/dtype {tuple(out.shape)}/{out.dtype} != reference {tuple(ref.shape)}/{ref.dtype}",
+            )
+            continue
+        out_c = out.detach()
+        ref_c = ref.detach().to(out_c.device)  # a reference may come back on the host
+        if out_c.dtype.is_complex:
+            # Real and imaginary parts as a trailing dimension of size 2: each part is checked for NaN and
+            # poison like a float, and the error is normalised by the largest part of the reference.
+            out_c, ref_c = torch.view_as_real(out_c.resolve_conj()), torch.view_as_real(ref_c.resolve_conj())
+            complex_parts.add(index)
+        scans.append((index, out_c, ref_c, threshold))
     # One pass on the outputs' device with one host read when clean (harness/scan.py says why it is exact).
-    found = scan(out_c, ref_c, threshold, poison_values(out_c.dtype))
-    return Comparison(
-        error=found.error,
-        threshold=threshold,
-        nonfinite=found.nonfinite,
-        poisoned=found.poisoned,
-        mismatches=found.mismatches,
-        first_indices=found.first_indices,
-    )
+    found = scan_many([(o, r, th, poison_values(o.dtype)) for _, o, r, th in scans])
+    for (index, _, _, threshold), f in zip(scans, found, strict=True):
+        indices = f.first_indices
+        if index in complex_parts:
+            indices = list(dict.fromkeys(i[:-1] for i in indices))
+        results[index] = Comparison(
+            error=f.error,
+            threshold=threshold,
+            nonfinite=f.nonfinite,
+            poisoned=f.poisoned,
+            mismatches=f.mismatches,
+            first_indices=indices,
+        )
+    return [r for r in results if r is not None]

@@ -91,12 +91,22 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
 
 class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
     """The B_i inputs, each made (and checked against A) when it is used, the last one kept: holding them
-    all would take `replays` input sets at once (a 64 MB input with --replays 20: 1.3 GB more)."""
+    all would take `replays` input sets at once (a 64 MB input with --replays 20: 1.3 GB more).
+
+    `validated`: seeds of B already checked against A in this check (the second pattern makes the same
+    seeds again; the check is of the case's definition, so once per seed is enough)."""
 
     def __init__(
-        self, case: Case, be: GraphBackend, seed_a: int, inputs_a: dict[str, torch.Tensor], seeds_b: range
+        self,
+        case: Case,
+        be: GraphBackend,
+        seed_a: int,
+        inputs_a: dict[str, torch.Tensor],
+        seeds_b: range,
+        validated: set[int] | None = None,
     ) -> None:
         self._case, self._be, self._seed_a, self._a, self._seeds = case, be, seed_a, inputs_a, seeds_b
+        self._validated = set() if validated is None else validated
         self._last: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def __len__(self) -> int:
@@ -107,7 +117,9 @@ class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
         if self._last is None or self._last[0] != index:
             seed_b = self._seeds[index]
             made = self._case.inputs(seed_b, self._be.device)
-            _validate_pair(self._case, self._be, self._seed_a, self._a, seed_b, made)
+            if seed_b not in self._validated:
+                _validate_pair(self._case, self._be, self._seed_a, self._a, seed_b, made)
+                self._validated.add(seed_b)
             self._last = (index, made)
         return self._last[1]
 
@@ -151,6 +163,7 @@ def check(
         return search.search(case, be, at_sizes, seed=seed)
     rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
+    validated: set[int] = set()  # seeds of B whose inputs were checked against A (InputsOnDemand)
     for index, pattern in enumerate(patterns):
         try:
             with be.poisoned_allocation(pattern), be.generators_followed(op_generators(case.op)):
@@ -161,7 +174,15 @@ def check(
                     continue
                 rows.extend(
                     _check_pattern(
-                        case, be, pattern, replays, seed, rebuilds, live_graphs, probe_hidden_state=index == 0
+                        case,
+                        be,
+                        pattern,
+                        replays,
+                        seed,
+                        rebuilds,
+                        live_graphs,
+                        probe_hidden_state=index == 0,
+                        validated=validated,
                     )
                 )
         except DEVICE_FAULTS as exc:
@@ -198,13 +219,14 @@ def _check_pattern(
     live_graphs: int,
     *,
     probe_hidden_state: bool,
+    validated: set[int] | None = None,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
     row = _row_factory(case, be, pattern, seed_a)
 
     # 1. A and fresh B_i, validated: same shapes, every dynamic input different, the op callable with them.
     inputs_a = case.inputs(seed_a, be.device)
-    inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b)
+    inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b, validated)
     inputs_b[0]  # made before the generator state below is taken, as every later B is
     _check_callable(case, inputs_a)
 
@@ -351,7 +373,6 @@ def _compare_replay(
     """Step 6: the replay's outputs against eager on a clone of B (from the generator state the replay
     started from), the independent reference, and (`fresh`) eager B before the op saw A."""
     graph_out = [o.clone() for o in graph.outputs]
-    replay_modified = _modified_inputs(case, static, inputs_b)
     eager_inputs = _clone_all(inputs_b)
     be.set_rng_state(rng)
     start = time.perf_counter()
@@ -372,7 +393,8 @@ def _compare_replay(
             detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
         )
     eager_ms = (time.perf_counter() - start) * 1e3
-    eager_modified = _modified_inputs(case, eager_inputs, inputs_b)
+    # The replay's static inputs and eager's clones against B, in one batch (eager never touches `static`).
+    modified = _modified_inputs(case, (static, inputs_b), (eager_inputs, inputs_b))
     reference = None
     if case.reference is not None:
         try:
@@ -384,7 +406,6 @@ def _compare_replay(
             raise CaseError(case.name, "reference", f"raised {type(exc).__name__}: {exc}") from exc
 
     r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh)
-    modified = sorted(set(replay_modified) | set(eager_modified))
     if modified and r.row_verdict == V.PASS:
         r.row_verdict = V.EAGER_MISMATCH
         r.detail = f"op modified input(s) {modified} not declared in Case.mutates"

@@ -37,7 +37,9 @@ import contextlib
 import ctypes
 import functools
 import math
-from collections.abc import Iterator
+import struct
+import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,19 +87,39 @@ def scan(
 
     `poison`: the finite values an unwritten element of this dtype holds (harness.compare.poison_values).
     """
-    if out.numel() == 0:
-        return Scan(error=0.0, nonfinite=0, poisoned=0, mismatches=0, host_syncs=0)
+    return scan_many([(out, ref, threshold, poison)])[0]
+
+
+def scan_many(
+    items: Sequence[tuple[torch.Tensor, torch.Tensor, float, tuple[float | int, ...]]],
+) -> list[Scan]:
+    """`scan` of each (out, ref, threshold, poison), with the clean passes of all of them launched together
+    and read with one host synchronization per device: a replay's comparisons cost one wait, not one each."""
+    results: list[Scan | None] = [None] * len(items)
+    batch = _NativeBatch()
+    planned = []
     with unpoisoned():
-        out, ref = out.detach(), ref.detach()
-        if out.dtype.is_floating_point and threshold > 0.0:
-            found = _clean_within_threshold(out, ref, threshold, poison)
-        else:
-            found = _clean_bit_equal(out, ref)
-        if found is not None:
-            return found
-        exact = _exact(out, ref, threshold, poison)
-        exact.host_syncs += 1
-        return exact
+        for index, (out, ref, threshold, poison) in enumerate(items):
+            if out.numel() == 0:
+                results[index] = Scan(error=0.0, nonfinite=0, poisoned=0, mismatches=0, host_syncs=0)
+                continue
+            out, ref = out.detach(), ref.detach()
+            within = out.dtype.is_floating_point and threshold > 0.0
+            key = batch.floats(out, ref) if within else batch.bytes_differ(out, ref)
+            planned.append((index, out, ref, threshold, poison, within, key))
+        native = batch.run()
+        for index, out, ref, threshold, poison, within, key in planned:
+            answer = native.get(key) if key is not None else None
+            found = (
+                _clean_within_threshold(out, ref, threshold, poison, answer)
+                if within
+                else _clean_bit_equal(out, ref, answer)
+            )
+            if found is None:
+                found = _exact(out, ref, threshold, poison)
+                found.host_syncs += 1
+            results[index] = found
+    return [r for r in results if r is not None]
 
 
 def count_unwritten(out: torch.Tensor, poison: tuple[float | int, ...]) -> tuple[int, int]:
@@ -146,7 +168,9 @@ def _max_abs_of(extremes: torch.Tensor) -> torch.Tensor:
 
 
 def _max_abs(flat: torch.Tensor, dtype: torch.dtype) -> float:
-    native = _native_floats(flat, None)
+    batch = _NativeBatch()
+    key = batch.floats(flat, None)
+    native = batch.run().get(key) if key is not None else None
     if native is not None:
         peak, _, nonfinite = native
         return math.inf if nonfinite else peak
@@ -155,9 +179,14 @@ def _max_abs(flat: torch.Tensor, dtype: torch.dtype) -> float:
 
 
 def _clean_within_threshold(
-    out: torch.Tensor, ref: torch.Tensor, threshold: float, poison: tuple[float | int, ...]
+    out: torch.Tensor,
+    ref: torch.Tensor,
+    threshold: float,
+    poison: tuple[float | int, ...],
+    native: Any = None,
 ) -> Scan | None:
-    native = _native_floats(out, ref)
+    """`native`: the native pass's (max|out - ref|, max|ref|, non-finite) for this pair, None where it did not
+    apply (then torch's reductions compute the same two maxima)."""
     if native is not None:
         max_diff, max_ref, nonfinite = native
         if nonfinite:
@@ -189,8 +218,8 @@ def _clean_verdict(
     return Scan(error=max_diff / (max_ref + DENOMINATOR_EPS), nonfinite=0, poisoned=0, mismatches=0)
 
 
-def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor) -> Scan | None:
-    differ = _native_bytes_differ(out, ref)
+def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor, differ: Any = None) -> Scan | None:
+    """`differ`: the native pass's answer for this pair, None where it did not apply."""
     if differ is not None:
         return None if differ else Scan(error=0.0, nonfinite=0, poisoned=0, mismatches=0)
     # torch.equal is one reduction and one host read; on bit views NaN equals the same NaN.
@@ -226,55 +255,127 @@ def comparison_pass(t: torch.Tensor) -> str:
     return f"torch ({loaded.get('error', 'no native pass for this device or this tensor')})"
 
 
-def _native_floats(out: torch.Tensor, ref: torch.Tensor | None) -> tuple[float, float, bool] | None:
-    """(max|out - ref|, max|ref|, any non-finite) from scan.hip (ref None: max|out|), or None where the
-    native pass does not apply."""
-    kind = _NATIVE_FLOAT_KINDS.get(out.dtype)
-    tensors = (out,) if ref is None else (out, ref)
-    if kind is None or (ref is not None and ref.dtype != out.dtype):
-        return None
-    lib = _native_library(*tensors)
-    if lib is None:
-        return None
-    result = (ctypes.c_float * 3)()
-    ref_ptr = None if ref is None else ref.data_ptr()
-    if out.device.type == "cpu":
-        code = lib.graphsafe_scan_floats_host(out.data_ptr(), ref_ptr, out.numel(), kind, result)
+def _raw_stream(device: torch.device) -> int:
+    """The device's current stream as a runtime handle. torch._C._cuda_getCurrentRawStream is the one C call
+    Triton and Inductor use for this; torch.cuda.current_stream builds a Stream object first (about 10 µs a
+    call in reports/measurements/h200-2026-12-01-session2/b_profile_check.txt)."""
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(index))
+    return int(torch.cuda.current_stream(device).cuda_stream)
+
+
+class _NativeBatch:
+    """Native clean passes queued, then run together: on a GPU every kernel is launched into its own result
+    slot (harness/native/scan.hip) and one stream synchronization reads them all; on the CPU each runs in turn
+    (scan_host.cpp is synchronous). `floats`/`bytes_differ` return a key, or None where the native pass does not
+    apply (dtype, layout, alignment, no library): the caller then takes the torch path."""
+
+    _LOCK = threading.Lock()  # slots are per device and process: one batch uses them at a time
+
+    def __init__(self) -> None:
+        self._queued: list[tuple[str, Any, tuple[Any, ...], torch.device]] = []
+
+    def floats(self, out: torch.Tensor, ref: torch.Tensor | None) -> int | None:
+        """(max|out - ref|, max|ref|, any non-finite) for float32/float16/bfloat16 (ref None: max|out|)."""
+        kind = _NATIVE_FLOAT_KINDS.get(out.dtype)
+        tensors = (out,) if ref is None else (out, ref)
+        if kind is None or (ref is not None and ref.dtype != out.dtype):
+            return None
+        lib = _native_library(*tensors)
+        if lib is None:
+            return None
+        ref_ptr = None if ref is None else ref.data_ptr()
+        return self._queue("floats", lib, (out.data_ptr(), ref_ptr, out.numel(), kind), out.device)
+
+    def bytes_differ(self, out: torch.Tensor, ref: torch.Tensor) -> int | None:
+        """Whether any byte of out and ref differs."""
+        lib = _native_library(out, ref)
+        if lib is None:
+            return None
+        if (
+            out.device.type != "cpu" and (out.data_ptr() | ref.data_ptr()) % 16
+        ):  # scan.hip reads 16-byte words
+            return None
+        nbytes = out.numel() * out.element_size()
+        return self._queue("bytes", lib, (out.data_ptr(), ref.data_ptr(), nbytes), out.device)
+
+    def _queue(self, what: str, lib: Any, args: tuple[Any, ...], device: torch.device) -> int:
+        self._queued.append((what, lib, args, device))
+        return len(self._queued) - 1
+
+    def run(self) -> dict[int, Any]:
+        """Each key's result: a (max_diff, max_ref, nonfinite) tuple for `floats`, a bool for `bytes_differ`."""
+        results: dict[int, Any] = {}
+        on_gpu: dict[torch.device, list[int]] = {}
+        for key, (what, lib, args, device) in enumerate(self._queued):
+            if device.type == "cpu":
+                results[key] = _run_host(what, lib, args)
+            else:
+                on_gpu.setdefault(device, []).append(key)
+        for device, keys in on_gpu.items():
+            lib = self._queued[keys[0]][1]
+            slots = int(lib.graphsafe_scan_slots())
+            for start in range(0, len(keys), slots):
+                chunk = keys[start : start + slots]
+                records = self._run_gpu(device, lib, [self._queued[k] for k in chunk])
+                for key, record in zip(chunk, records, strict=True):
+                    results[key] = record
+        self._queued = []
+        return results
+
+    @classmethod
+    def _run_gpu(
+        cls, device: torch.device, lib: Any, queued: list[tuple[str, Any, tuple[Any, ...], torch.device]]
+    ) -> list[Any]:
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        switch = (
+            torch.cuda.device(index) if torch.cuda.current_device() != index else contextlib.nullcontext()
+        )
+        words = (ctypes.c_uint * (4 * len(queued)))()
+        with switch, cls._LOCK:
+            stream = _raw_stream(device)
+            launched = 0
+            try:
+                for slot, (what, _, args, _) in enumerate(queued):
+                    if what == "floats":
+                        code = lib.graphsafe_scan_floats_launch(*args, stream, slot)
+                    else:
+                        code = lib.graphsafe_scan_bytes_differ_launch(*args, stream, slot)
+                    if code:
+                        raise RuntimeError(
+                            f"graphsafe_scan_{what} launch failed with GPU runtime error {code}"
+                        )
+                    launched += 1
+            finally:
+                # Always wait for what was launched: a slot still in flight must not be handed out again.
+                code = lib.graphsafe_scan_collect(stream, launched, words)
+            if code:
+                raise RuntimeError(f"graphsafe_scan_collect failed with GPU runtime error {code}")
+        records: list[Any] = []
+        for slot, (what, _, _, _) in enumerate(queued):
+            w = words[4 * slot : 4 * slot + 4]
+            if what == "floats":
+                # Words 0 and 1 are the maxima's float bits; abs() keeps a -0.0 from printing as "-0".
+                max_diff, max_ref = struct.unpack("<2f", struct.pack("<2I", w[0], w[1]))
+                records.append((abs(max_diff), abs(max_ref), bool(w[2])))
+            else:
+                records.append(bool(w[0]))
+        return records
+
+
+def _run_host(what: str, lib: Any, args: tuple[Any, ...]) -> Any:
+    if what == "floats":
+        result = (ctypes.c_float * 3)()
+        code = lib.graphsafe_scan_floats_host(*args, result)
         if code:
             raise RuntimeError(f"graphsafe_scan_floats_host refused its arguments ({code})")
         return float(result[0]), float(result[1]), bool(result[2])
-    with torch.cuda.device(out.device):
-        stream = torch.cuda.current_stream(out.device).cuda_stream
-        code = lib.graphsafe_scan_floats(out.data_ptr(), ref_ptr, out.numel(), kind, stream, result)
-    if code:
-        raise RuntimeError(f"graphsafe_scan_floats failed with GPU runtime error {code}")
-    return float(result[0]), float(result[1]), bool(result[2])
-
-
-def _native_bytes_differ(out: torch.Tensor, ref: torch.Tensor) -> bool | None:
-    """Whether any byte of out and ref differs (scan.hip, scan_host.cpp), or None where the native pass does not
-    apply."""
-    lib = _native_library(out, ref)
-    if lib is None:
-        return None
     differ = ctypes.c_int(0)
-    nbytes = out.numel() * out.element_size()
-    if out.device.type == "cpu":
-        code = lib.graphsafe_scan_bytes_differ_host(
-            out.data_ptr(), ref.data_ptr(), nbytes, ctypes.byref(differ)
-        )
-        if code:
-            raise RuntimeError(f"graphsafe_scan_bytes_differ_host refused its arguments ({code})")
-        return bool(differ.value)
-    if (out.data_ptr() | ref.data_ptr()) % 16:  # scan.hip reads 16-byte words
-        return None
-    with torch.cuda.device(out.device):
-        stream = torch.cuda.current_stream(out.device).cuda_stream
-        code = lib.graphsafe_scan_bytes_differ(
-            out.data_ptr(), ref.data_ptr(), nbytes, stream, ctypes.byref(differ)
-        )
+    code = lib.graphsafe_scan_bytes_differ_host(*args, ctypes.byref(differ))
     if code:
-        raise RuntimeError(f"graphsafe_scan_bytes_differ failed with GPU runtime error {code}")
+        raise RuntimeError(f"graphsafe_scan_bytes_differ_host refused its arguments ({code})")
     return bool(differ.value)
 
 

@@ -17,7 +17,7 @@ import torch
 from harness import verdicts as V
 from harness.backends import GraphBackend
 from harness.case import Case
-from harness.compare import Comparison, compare, default_threshold, poison_values
+from harness.compare import Comparison, compare_many, default_threshold, poison_values
 from harness.errors import (
     REFUSAL_ERRORS,
     CaptureError,
@@ -66,24 +66,23 @@ def _verdict_row(
         )
     thresholds = [_threshold(case, t) for t in eager_out]
     replay_thresholds = [_replay_threshold(case, t) for t in eager_out]
-    vs_eager = _worst(
-        [compare(g, e, th) for g, e, th in zip(graph_out, eager_out, replay_thresholds, strict=True)]
-    )
+    # Every comparison of this row in one batch (one host synchronization on a GPU): graph vs eager, then
+    # eager and graph vs the reference, then eager vs the fresh probe.
+    groups = [list(zip(graph_out, eager_out, replay_thresholds, strict=True))]
     if reference is not None:
-        eager_cmp = _worst(
-            [compare(e, f, th) for e, f, th in zip(eager_out, reference, thresholds, strict=True)]
-        )
-        graph_cmp = _worst(
-            [compare(g, f, th) for g, f, th in zip(graph_out, reference, thresholds, strict=True)]
-        )
+        groups.append(list(zip(eager_out, reference, thresholds, strict=True)))
+        groups.append(list(zip(graph_out, reference, thresholds, strict=True)))
+    if fresh is not None:
+        groups.append(list(zip(eager_out, fresh, replay_thresholds, strict=True)))
+    flat = compare_many([pair for group in groups for pair in group])
+    done = [_worst(flat[i * len(eager_out) : (i + 1) * len(eager_out)]) for i in range(len(groups))]
+    vs_eager = done[0]
+    if reference is not None:
+        eager_cmp, graph_cmp = done[1], done[2]
     else:
         eager_cmp = _worst([_scan_unwritten(e, th) for e, th in zip(eager_out, thresholds, strict=True)])
         graph_cmp = vs_eager
-    leaked = (
-        _worst([compare(e, f, th) for e, f, th in zip(eager_out, fresh, replay_thresholds, strict=True)])
-        if fresh is not None
-        else None
-    )
+    leaked = done[-1] if fresh is not None else None
 
     if eager_cmp.uninitialized:
         verdict, detail = V.UNINITIALIZED, "eager output: " + _describe(eager_cmp)
@@ -223,7 +222,11 @@ def _validate_pair(
                 f"input {name!r} is {tuple(ta.shape)}/{ta.dtype} for seed {seed_a} but {tuple(tb.shape)}/{tb.dtype} "
                 f"for seed {seed_b}; B is copied into A's buffers, so shapes and dtypes must match",
             )
-        if name not in case.static_inputs and ta.numel() > 0 and torch.equal(ta.cpu(), tb.cpu()):
+    # Every dynamic input must differ between A and B, compared as bytes in one batch.
+    dynamic = [n for n, t in a.items() if n not in case.static_inputs and t.numel() > 0]
+    found = compare_many([(_bytes(a[n]), _bytes(b[n]), 0.0) for n in dynamic])
+    for name, c in zip(dynamic, found, strict=True):
+        if c.ok:
             raise CaseError(
                 case.name,
                 "make_inputs",
@@ -305,14 +308,22 @@ def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 
 
 def _modified_inputs(
-    case: Case, actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor]
+    case: Case, *pairs: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
 ) -> list[str]:
-    """Inputs whose bytes changed although the case does not declare that the op writes them."""
-    changed = []
-    for name, t in expected.items():
-        if name in case.mutates or t.numel() == 0:
-            continue
-        a, e = actual[name].detach(), t.detach()
-        if not torch.equal(a.reshape(-1).view(torch.uint8), e.reshape(-1).view(torch.uint8)):
-            changed.append(name)
-    return changed
+    """Inputs whose bytes changed although the case does not declare that the op writes them: for each
+    (actual, expected) pair of input sets, every input not in Case.mutates, all in one batch of byte
+    comparisons (one host synchronization on a GPU)."""
+    names, byte_pairs = [], []
+    for actual, expected in pairs:
+        for name, t in expected.items():
+            if name in case.mutates or t.numel() == 0:
+                continue
+            names.append(name)
+            byte_pairs.append((_bytes(actual[name]), _bytes(t), 0.0))
+    found = compare_many(byte_pairs)
+    return sorted({name for name, c in zip(names, found, strict=True) if not c.ok})
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    """A tensor's values as a flat byte array (a copy for a non-contiguous view)."""
+    return t.detach().reshape(-1).view(torch.uint8)

@@ -227,4 +227,41 @@ def test_host_native_pass_is_used_on_the_cpu() -> None:
 
     ref = torch.randn(100)
     assert scan_module._native_library(ref, ref) is host_library()["lib"]
-    assert scan_module._native_floats(ref, ref) == (0.0, float(ref.abs().max()), False)
+    batch = scan_module._NativeBatch()
+    key = batch.floats(ref, ref)
+    assert batch.run()[key] == (0.0, float(ref.abs().max()), False)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_batch_of_scans_agrees_with_scans_one_at_a_time(device: str) -> None:
+    """Method: every pair of `_pairs` (all three float dtypes, both thresholds, aligned and unaligned views)
+    scanned in one `scan_many` call, and again past the GPU's slot count (the small pairs repeated), gives the
+    Scan each gives alone: a slot that kept another comparison's maxima, or a result read before its kernel
+    finished, would show as a difference."""
+    items = []
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        pairs = _pairs(dtype, device)
+        pairs += [(f"{name}_unaligned", out[1:], ref[1:]) for name, out, ref in pairs if out.numel() > 1]
+        # Large pairs only where the clean pass decides (many blocks per kernel); the exact pass of a large
+        # failing pair costs seconds on a CPU and tests nothing about batching.
+        items += [
+            (out, ref, th, poison_values(dtype))
+            for name, out, ref in pairs
+            for th in (0.0, 2e-2)
+            if out.numel() <= 4097 or name.startswith("equal") or (name.startswith("near") and th > 0)
+        ]
+    alone = [scan(*item) for item in items]
+    fields = [(s.error, s.nonfinite, s.poisoned, s.mismatches, s.first_indices) for s in alone]
+    together = scan_module.scan_many(items)
+    assert [(s.error, s.nonfinite, s.poisoned, s.mismatches, s.first_indices) for s in together] == fields
+    # Past the slot count with the pairs the clean pass decides (the exact pass never touches a slot).
+    small = [
+        (item, f)
+        for item, f, one in zip(items, fields, alone, strict=True)
+        if item[0].numel() <= 7 and one.host_syncs == 1
+    ]
+    rounds = 1024 // len(small) + 1  # scan.hip has 1024 slots: the batch runs in more than one round
+    repeated = scan_module.scan_many([item for item, _ in small] * rounds)
+    assert len(repeated) > 1024
+    got = [(s.error, s.nonfinite, s.poisoned, s.mismatches, s.first_indices) for s in repeated]
+    assert got == [f for _, f in small] * rounds

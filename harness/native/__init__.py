@@ -3,7 +3,8 @@
 - ``build``: content-keyed compile-and-cache of pybind11 modules and shared libraries (nvcc, hipcc, g++);
   the public API kernel libraries build with.
 - ``poison_alloc.hip``: the NaN-poisoning allocator of the gpu backend (a ``CUDAPluggableAllocator``).
-- ``scan.hip``: the comparison's clean pass on the GPU (harness/scan.py), one launch and one read.
+- ``scan.hip``: the comparison's clean pass on the GPU (harness/scan.py), one launch per comparison and one
+  stream synchronization per batch of comparisons.
   Both are one shared library, ``gpu_library()``: one compile on a cold cache instead of two.
 - ``scan_host.cpp``: the same clean pass on the CPU, ``host_library()`` (g++).
 - ``graph_nodes.hip`` / ``graph_node_kinds``: node kinds of a captured graph.
@@ -28,12 +29,13 @@ GPU_LIBRARY_SOURCES = (POISON_ALLOCATOR_SOURCE, SCAN_SOURCE)
 
 _LIBRARIES: dict[str, dict[str, Any]] = {}  # name -> {"path", "lib"} or {"error"}: decided once per process
 _LIBRARY_LOCK = threading.Lock()
-_P, _LL, _INT, _F32P, _I32P = (
+_P, _LL, _INT, _F32P, _I32P, _U32P = (
     ctypes.c_void_p,
     ctypes.c_longlong,
     ctypes.c_int,
     ctypes.POINTER(ctypes.c_float),
     ctypes.POINTER(ctypes.c_int),
+    ctypes.POINTER(ctypes.c_uint),
 )
 
 
@@ -72,8 +74,10 @@ def gpu_library() -> dict[str, Any]:
             "graphsafe_set_pattern": ([_INT], None),
             "graphsafe_poison_live_bytes": ([], _LL),
             "graphsafe_poison_malloc_count": ([], _LL),
-            "graphsafe_scan_floats": ([_P, _P, _LL, _INT, _P, _F32P], _INT),
-            "graphsafe_scan_bytes_differ": ([_P, _P, _LL, _P, _I32P], _INT),
+            "graphsafe_scan_slots": ([], _INT),
+            "graphsafe_scan_floats_launch": ([_P, _P, _LL, _INT, _P, _INT], _INT),
+            "graphsafe_scan_bytes_differ_launch": ([_P, _P, _LL, _P, _INT], _INT),
+            "graphsafe_scan_collect": ([_P, _INT, _U32P], _INT),
         },
     )
 

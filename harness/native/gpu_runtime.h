@@ -31,6 +31,7 @@ typedef cudaStream_t hipStream_t;
 
 #define hipMalloc cudaMalloc
 #define hipFree cudaFree
+#define hipMemset cudaMemset
 #define hipMemsetAsync cudaMemsetAsync
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
@@ -40,6 +41,8 @@ typedef cudaStream_t hipStream_t;
 #define hipErrorInvalidDevice cudaErrorInvalidDevice
 // Both take (void**, size_t, flags); flag 0 is the default kind of pinned memory in both runtimes.
 #define hipHostMalloc cudaHostAlloc
+#define hipHostMallocMapped cudaHostAllocMapped
+#define hipHostGetDevicePointer cudaHostGetDevicePointer
 
 typedef cudaGraph_t hipGraph_t;
 typedef cudaGraphNode_t hipGraphNode_t;

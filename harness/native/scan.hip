@@ -9,8 +9,9 @@
 //
 // Why native: the same clean pass written with torch ops is about eight launches and one host read; on the
 // H200 a 4096-float comparison cost 0.2 ms and a 64 MiB one read at 0.17 of the device's copy bandwidth
-// (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: one memset, one kernel, one
-// 16-byte copy to pinned memory, one stream synchronization.
+// (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: one kernel per comparison, whose
+// last block writes the result into mapped host memory, and one stream synchronization for a whole batch of
+// comparisons (`_launch` functions, then `graphsafe_scan_collect`).
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
@@ -50,9 +51,36 @@ __device__ inline float load(const void* base, long long i) {
   return bits_to_float(static_cast<unsigned>(h) << 16);  // bfloat16
 }
 
-// acc[0] = bits of max|out - ref|, acc[1] = bits of max|ref|, acc[2] = 1 if anything was not finite.
+// Every kernel below accumulates into one slot: acc[0] = bits of max|out - ref| (or 1 if any byte differs),
+// acc[1] = bits of max|ref|, acc[2] = 1 if anything was not finite, acc[3] = blocks finished. The block that
+// finishes last (CUDA's threadFenceReduction sample) publishes the slot into mapped host memory and zeroes it
+// for the next use: no memset before a launch, no copy after it, the host only waits for the stream.
+struct Slot {
+  unsigned* acc;            // device, 4 words, zero between uses
+  volatile unsigned* host;  // mapped pinned host memory, 4 words: [0..2] as acc, [3] = 1 once published
+};
+
+__device__ inline void block_publish(Slot slot, unsigned a0, unsigned a1, unsigned a2) {
+  // Called by every thread of the block after its own reduction: thread 0 adds the block's values.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    if (a0) atomicMax(&slot.acc[0], a0);
+    if (a1) atomicMax(&slot.acc[1], a1);
+    if (a2) atomicOr(&slot.acc[2], 1u);
+    __threadfence();  // this block's maxima are visible device-wide before it counts itself done
+    if (atomicAdd(&slot.acc[3], 1u) == gridDim.x - 1) {
+      slot.host[0] = atomicExch(&slot.acc[0], 0u);
+      slot.host[1] = atomicExch(&slot.acc[1], 0u);
+      slot.host[2] = atomicExch(&slot.acc[2], 0u);
+      slot.acc[3] = 0;
+      __threadfence_system();
+      slot.host[3] = 1u;
+    }
+  }
+}
+
 template <int KIND>
-__global__ void __launch_bounds__(kThreads) scan_kernel(const void* out, const void* ref, long long n, unsigned* acc) {
+__global__ void __launch_bounds__(kThreads) scan_kernel(const void* out, const void* ref, long long n, Slot slot) {
   __shared__ unsigned block_acc[3];
   if (threadIdx.x < 3) block_acc[threadIdx.x] = 0;
   __syncthreads();
@@ -80,11 +108,7 @@ __global__ void __launch_bounds__(kThreads) scan_kernel(const void* out, const v
   atomicMax(&block_acc[1], max_ref);
   if (bad) atomicOr(&block_acc[2], 1u);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMax(&acc[0], block_acc[0]);
-    atomicMax(&acc[1], block_acc[1]);
-    if (block_acc[2]) atomicOr(&acc[2], 1u);
-  }
+  block_publish(slot, block_acc[0], block_acc[1], block_acc[2]);
 }
 
 template <int KIND>
@@ -102,7 +126,7 @@ __device__ inline float lane(const uint4& v, int j) {
 // last whole word go through the scalar loop.
 template <int KIND>
 __global__ void __launch_bounds__(kThreads) scan_words_kernel(const void* out, const void* ref, long long n,
-                                                              unsigned* acc) {
+                                                              Slot slot) {
   constexpr int kPerWord = KIND == 0 ? 4 : 8;
   __shared__ unsigned block_acc[3];
   if (threadIdx.x < 3) block_acc[threadIdx.x] = 0;
@@ -149,18 +173,13 @@ __global__ void __launch_bounds__(kThreads) scan_words_kernel(const void* out, c
   atomicMax(&block_acc[1], max_ref);
   if (bad) atomicOr(&block_acc[2], 1u);
   __syncthreads();
-  if (threadIdx.x == 0) {
-    atomicMax(&acc[0], block_acc[0]);
-    atomicMax(&acc[1], block_acc[1]);
-    if (block_acc[2]) atomicOr(&acc[2], 1u);
-  }
+  block_publish(slot, block_acc[0], block_acc[1], block_acc[2]);
 }
 
-// acc[0] = 1 if any 16-byte word (or tail byte) of a and b differs.
+// Slot word 0 = 1 if any 16-byte word (or tail byte) of a and b differs.
 __global__ void __launch_bounds__(kThreads) differ_kernel(const uint4* a, const uint4* b, long long words,
                                                            const unsigned char* a_tail,
-                                                           const unsigned char* b_tail, int tail_bytes,
-                                                           unsigned* acc) {
+                                                           const unsigned char* b_tail, int tail_bytes, Slot slot) {
   unsigned differ = 0;
   const long long stride = static_cast<long long>(gridDim.x) * kThreads;
   for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < words; i += stride) {
@@ -170,12 +189,19 @@ __global__ void __launch_bounds__(kThreads) differ_kernel(const uint4* a, const 
   if (blockIdx.x == 0 && static_cast<int>(threadIdx.x) < tail_bytes) {
     differ |= a_tail[threadIdx.x] != b_tail[threadIdx.x];
   }
-  if (differ) atomicOr(&acc[0], 1u);
+  const unsigned any = __syncthreads_or(static_cast<int>(differ)) ? 1u : 0u;
+  block_publish(slot, any, 0u, 0u);
 }
 
+// Per device: kSlots slots, so one batch of comparisons (harness/scan.py ScanBatch) is launched back to back and
+// read with one stream synchronization. A batch needs one slot per comparison; a check's largest batch is the
+// comparisons of one replay (4 per output) or the inputs of one modification check.
+constexpr int kSlots = 1024;
+
 struct Scratch {
-  unsigned* device = nullptr;  // 4 accumulators, zeroed before each launch
-  unsigned* host = nullptr;    // pinned: the one device-to-host read lands here
+  unsigned* acc = nullptr;         // device: kSlots x 4 words, zero between uses
+  volatile unsigned* host = nullptr;  // mapped pinned host: kSlots x 4 words
+  unsigned* host_device = nullptr; // the same host words as the device addresses them
 };
 
 std::mutex g_lock;
@@ -186,16 +212,23 @@ hipError_t scratch_for_current_device(Scratch** out) {
   hipError_t err = hipGetDevice(&device);
   if (err != hipSuccess) return err;
   if (device < 0 || device >= 64) return hipErrorInvalidDevice;
+  std::lock_guard<std::mutex> guard(g_lock);
   Scratch& s = g_scratch[device];
-  if (s.device == nullptr) {
-    err = hipMalloc(reinterpret_cast<void**>(&s.device), 4 * sizeof(unsigned));
+  if (s.acc == nullptr) {
+    const size_t bytes = 4 * sizeof(unsigned) * kSlots;
+    unsigned* acc = nullptr;
+    err = hipMalloc(reinterpret_cast<void**>(&acc), bytes);
     if (err != hipSuccess) return err;
-    err = hipHostMalloc(reinterpret_cast<void**>(&s.host), 4 * sizeof(unsigned), 0);
+    err = hipMemset(acc, 0, bytes);  // once: afterwards each slot's last block leaves it zeroed
+    void* host = nullptr;
+    if (err == hipSuccess) err = hipHostMalloc(&host, bytes, hipHostMallocMapped);
+    if (err == hipSuccess) err = hipHostGetDevicePointer(reinterpret_cast<void**>(&s.host_device), host, 0);
     if (err != hipSuccess) {
-      (void)hipFree(s.device);
-      s.device = nullptr;
+      (void)hipFree(acc);
       return err;
     }
+    s.host = static_cast<volatile unsigned*>(host);
+    s.acc = acc;
   }
   *out = &s;
   return hipSuccess;
@@ -207,74 +240,84 @@ unsigned blocks_for(long long items) {
   return blocks > kMaxBlocks ? kMaxBlocks : static_cast<unsigned>(blocks);
 }
 
-hipError_t finish(Scratch* s, hipStream_t stream) {
-  hipError_t err = hipGetLastError();  // the launch's own error
+// The slot's device accumulators and host record; the record's "published" word is cleared for this launch.
+hipError_t take_slot(int slot, Slot* out) {
+  if (slot < 0 || slot >= kSlots) return hipErrorInvalidValue;
+  Scratch* s = nullptr;
+  hipError_t err = scratch_for_current_device(&s);
   if (err != hipSuccess) return err;
-  err = hipMemcpyAsync(s->host, s->device, 4 * sizeof(unsigned), hipMemcpyDeviceToHost, stream);
-  if (err != hipSuccess) return err;
-  return hipStreamSynchronize(stream);
+  s->host[4 * slot + 3] = 0;
+  out->acc = s->acc + 4 * slot;
+  out->host = s->host_device + 4 * slot;
+  return hipSuccess;
 }
 
 }  // namespace
 
 extern "C" {
 
-// kind: 0 float32, 1 float16, 2 bfloat16. ref may be null (then max|out| and the flag). result[0] = max|out -
-// ref|, result[1] = max|ref|, result[2] = 1.0 if any value or difference was not finite (maxima then 0).
-// Returns the runtime's error code (0 on success). The current device must be the arrays' device.
-int graphsafe_scan_floats(const void* out, const void* ref, long long n, int kind, void* stream_handle,
-                          float* result) {
+// The number of slots a batch may use (slot indices 0 .. graphsafe_scan_slots() - 1).
+int graphsafe_scan_slots(void) { return kSlots; }
+
+// Launch the float scan into `slot` on `stream`, without waiting. kind: 0 float32, 1 float16, 2 bfloat16; ref
+// may be null (then max|out| and the flag). graphsafe_scan_collect reads the result. Returns the runtime's
+// error code (0 on success). The current device must be the arrays' device.
+int graphsafe_scan_floats_launch(const void* out, const void* ref, long long n, int kind, void* stream_handle,
+                                 int slot) {
   if (n <= 0 || kind < 0 || kind > 2) return static_cast<int>(hipErrorInvalidValue);
-  std::lock_guard<std::mutex> guard(g_lock);
-  Scratch* s = nullptr;
-  hipError_t err = scratch_for_current_device(&s);
+  Slot target;
+  hipError_t err = take_slot(slot, &target);
   if (err != hipSuccess) return static_cast<int>(err);
   hipStream_t stream = static_cast<hipStream_t>(stream_handle);
-  err = hipMemsetAsync(s->device, 0, 4 * sizeof(unsigned), stream);
-  if (err != hipSuccess) return static_cast<int>(err);
   const bool aligned = ((reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(ref)) % 16) == 0;
   if (aligned) {
     unsigned blocks = blocks_for(n / (kind == 0 ? 16 : 32) + 1);  // 4 words of 4 or 8 elements per thread
-    if (kind == 0) scan_words_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
-    if (kind == 1) scan_words_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
-    if (kind == 2) scan_words_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
+    if (kind == 0) scan_words_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
+    if (kind == 1) scan_words_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
+    if (kind == 2) scan_words_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
   } else {
     unsigned blocks = blocks_for((n + 1) / 2);
-    if (kind == 0) scan_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
-    if (kind == 1) scan_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
-    if (kind == 2) scan_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, s->device);
+    if (kind == 0) scan_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
+    if (kind == 1) scan_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
+    if (kind == 2) scan_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
   }
-  err = finish(s, stream);
-  if (err != hipSuccess) return static_cast<int>(err);
-  union { unsigned u; float f; } max_diff{s->host[0]}, max_ref{s->host[1]};
-  result[0] = max_diff.f;
-  result[1] = max_ref.f;
-  result[2] = s->host[2] ? 1.0f : 0.0f;
-  return 0;
+  return static_cast<int>(hipGetLastError());
 }
 
-// *differ = 1 if any of the nbytes bytes of a and b differ, else 0. Both must be 16-byte aligned.
-int graphsafe_scan_bytes_differ(const void* a, const void* b, long long nbytes, void* stream_handle, int* differ) {
+// Launch the byte comparison of a and b (both 16-byte aligned) into `slot`, without waiting.
+int graphsafe_scan_bytes_differ_launch(const void* a, const void* b, long long nbytes, void* stream_handle,
+                                       int slot) {
   if (nbytes <= 0) return static_cast<int>(hipErrorInvalidValue);
   if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 != 0) {
     return static_cast<int>(hipErrorInvalidValue);
   }
-  std::lock_guard<std::mutex> guard(g_lock);
-  Scratch* s = nullptr;
-  hipError_t err = scratch_for_current_device(&s);
+  Slot target;
+  hipError_t err = take_slot(slot, &target);
   if (err != hipSuccess) return static_cast<int>(err);
   hipStream_t stream = static_cast<hipStream_t>(stream_handle);
-  err = hipMemsetAsync(s->device, 0, 4 * sizeof(unsigned), stream);
-  if (err != hipSuccess) return static_cast<int>(err);
   long long words = nbytes / 16;
   int tail = static_cast<int>(nbytes % 16);
   const unsigned char* a_tail = static_cast<const unsigned char*>(a) + words * 16;
   const unsigned char* b_tail = static_cast<const unsigned char*>(b) + words * 16;
   differ_kernel<<<blocks_for(words > 0 ? words : 1), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(a), static_cast<const uint4*>(b), words, a_tail, b_tail, tail, s->device);
-  err = finish(s, stream);
+      static_cast<const uint4*>(a), static_cast<const uint4*>(b), words, a_tail, b_tail, tail, target);
+  return static_cast<int>(hipGetLastError());
+}
+
+// Wait for `stream`, then copy slots 0 .. count-1 into result (4 words each: max|out - ref| and max|ref| as
+// float bits, the non-finite flag, and 1 when the slot was published). A slot whose record is not published
+// after the wait means a launch that never ran: hipErrorInvalidValue, never a silent zero.
+int graphsafe_scan_collect(void* stream_handle, int count, unsigned* result) {
+  if (count < 0 || count > kSlots) return static_cast<int>(hipErrorInvalidValue);
+  Scratch* s = nullptr;
+  hipError_t err = scratch_for_current_device(&s);
   if (err != hipSuccess) return static_cast<int>(err);
-  *differ = s->host[0] ? 1 : 0;
+  err = hipStreamSynchronize(static_cast<hipStream_t>(stream_handle));
+  if (err != hipSuccess) return static_cast<int>(err);
+  for (int i = 0; i < 4 * count; ++i) result[i] = s->host[i];
+  for (int i = 0; i < count; ++i) {
+    if (result[4 * i + 3] != 1u) return static_cast<int>(hipErrorInvalidValue);
+  }
   return 0;
 }
 
