@@ -212,3 +212,18 @@ def test_repro_prints_the_replay_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "eager error" in proc.stdout and "graph error" in proc.stdout and "stale_replay" in proc.stdout
     assert {r["seed_a"] for r in _rows(tmp_path / "r")} == {"5"}
+
+
+def test_jobs_default_and_caps(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """One worker per GPU by default; several may share a GPU up to MAX_WORKERS_PER_GPU and the core count;
+    on cpu at most one per core; a request above the cap is lowered and says so."""
+    from harness.cli import MAX_WORKERS_PER_GPU, capped_jobs
+
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    assert capped_jobs(None, "gpu", 2) == 2
+    assert capped_jobs(None, "cpu", 0) == 1
+    assert capped_jobs(4, "gpu", 1) == 4
+    assert capped_jobs(64, "gpu", 1) == MAX_WORKERS_PER_GPU
+    assert "capped to 8" in capsys.readouterr().err
+    assert capped_jobs(64, "gpu", 4) == 16  # the cores bound it before 4 GPUs x 8 do
+    assert capped_jobs(64, "cpu", 0) == 16
