@@ -159,7 +159,7 @@ def test_the_steps_touch_three_files_and_the_case_passes_on_cpu(family_root: pat
     assert len(files) == 3, files
     build = (
         "from kernels.common import native; from my_kernels.scaled_copy import ops; "
-        "print(native.source(ops.FAMILY_DIR, 'scaled_copy', 'cpu').name, "
+        "print(*[p.name for p in native.sources(ops.FAMILY_DIR, 'scaled_copy', 'cpu')], "
         "native.load(ops.FAMILY_DIR, 'scaled_copy', 'cpu').__name__)"
     )
     built = subprocess.run(

@@ -4,9 +4,17 @@ Role: every op family keeps its sources side by side in its folder, named by one
 CUDA/ROCm devices (nvcc compiles it as CUDA, hipcc as HIP) and ``<stem>.cpp``, its CPU twin, for g++. A family
 whose host code fits in the ``.hip`` (under ``GS_BACKEND_HOST``, which hip_compat.h defines for a plain C++
 compiler) needs no ``.cpp``: g++ then compiles the ``.hip`` as C++. ``load(family_dir, stem, "cpu")`` builds
-the CPU source, ``load(family_dir, stem, "gpu")`` the device source for the visible device; both go through
+the CPU sources, ``load(family_dir, stem, "gpu")`` the device sources for the visible device; both go through
 the harness's content-keyed build cache (``harness.native.build``) with this folder (hip_compat.h,
 gs_checks.h, gs_formats.h) on the include path.
+
+Translation units (``sources``): a family may split its module, for build speed, into
+  * ``<stem>.bind.cpp``: the pybind11 layer, host C++ only, in both the CPU and the device module: g++
+    compiles it beside the kernels (nvcc's cudafe++ and host pass no longer see pybind11's headers), and the
+    CPU twin and the kernels share one set of entry points and argument checks;
+  * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module.
+All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
+times, before and after: reports/measurements/h200-2026-12-01-session3-builds.
 
 The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
 ``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of
@@ -36,18 +44,25 @@ def gpu_backend() -> str:
     return backend
 
 
-def source(family_dir: pathlib.Path, stem: str, device: str) -> pathlib.Path:
-    """The source ``load`` builds: for the CPU ``<stem>.cpp``, else ``<stem>.hip``; for a GPU ``<stem>.hip``."""
+def sources(family_dir: pathlib.Path, stem: str, device: str) -> list[pathlib.Path]:
+    """The translation units ``load`` builds (module note): for the GPU ``<stem>.hip`` and its parts
+    ``<stem>.<part>.hip``; for the CPU ``<stem>.cpp``, or without one the same ``.hip`` files as C++; and in
+    both ``<stem>.bind.cpp`` when the family has one. Sorted by name after the main source."""
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     family_dir = pathlib.Path(family_dir)
-    candidates = [f"{stem}.cpp", f"{stem}.hip"] if device == "cpu" else [f"{stem}.hip"]
-    for name in candidates:
-        if (family_dir / name).is_file():
-            return family_dir / name
-    raise FileNotFoundError(
-        f"op family {family_dir.name!r} has no {device} source: looked for {candidates} in {family_dir}"
-    )
+    main = family_dir / f"{stem}.hip"
+    if device == "cpu" and (family_dir / f"{stem}.cpp").is_file():
+        found = [family_dir / f"{stem}.cpp"]
+    elif main.is_file():
+        found = [main, *sorted(p for p in family_dir.glob(f"{stem}.*.hip") if p.is_file())]
+    else:
+        looked = [f"{stem}.cpp", f"{stem}.hip"] if device == "cpu" else [f"{stem}.hip"]
+        raise FileNotFoundError(
+            f"op family {family_dir.name!r} has no {device} source: looked for {looked} in {family_dir}"
+        )
+    bind = family_dir / f"{stem}.bind.cpp"
+    return [*found, bind] if bind.is_file() else found
 
 
 def declare(family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()) -> None:
@@ -86,20 +101,14 @@ def build(
     this machine lacks (e.g. ``build(dir, stem, "cuda", arch="sm_90")`` with nvcc and no GPU).
 
     The module's name is ``gs_<stem>_<backend>``, its sources see ``-DGS_MODULE_NAME=<name>``; ``extra_flags``
-    go to the compiler after the build cache's own.
+    go to every compile after the build cache's own.
     """
     family_dir = pathlib.Path(family_dir).resolve()
-    path = source(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
+    paths = sources(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
     flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
-    if backend == "cpu" and path.suffix == ".hip":
-        flags = (
-            "-x",
-            "c++",
-            *flags,
-        )  # g++ does not know the .hip suffix; hip_compat.h gives it GS_BACKEND_HOST
     return native_build.build_extension(
         f"gs_{stem}_{backend}",
-        [path],
+        paths,
         [COMMON_DIR, family_dir],
         backend=backend,
         arch=arch,
