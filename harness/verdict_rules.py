@@ -29,7 +29,7 @@ from harness.errors import (
 )
 from harness.poison import op_call_poisoning
 from harness.records import Row
-from harness.scan import count_unwritten
+from harness.scan import bytes_differ_many, count_unwritten
 from harness.tracebacks import with_user_frame
 
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
@@ -224,9 +224,9 @@ def _validate_pair(
             )
     # Every dynamic input must differ between A and B, compared as bytes in one batch.
     dynamic = [n for n, t in a.items() if n not in case.static_inputs and t.numel() > 0]
-    found = compare_many([(_bytes(a[n]), _bytes(b[n]), 0.0) for n in dynamic])
-    for name, c in zip(dynamic, found, strict=True):
-        if c.ok:
+    differ = bytes_differ_many([(a[n], b[n]) for n in dynamic])
+    for name, d in zip(dynamic, differ, strict=True):
+        if not d:
             raise CaseError(
                 case.name,
                 "make_inputs",
@@ -319,11 +319,5 @@ def _modified_inputs(
             if name in case.mutates or t.numel() == 0:
                 continue
             names.append(name)
-            byte_pairs.append((_bytes(actual[name]), _bytes(t), 0.0))
-    found = compare_many(byte_pairs)
-    return sorted({name for name, c in zip(names, found, strict=True) if not c.ok})
-
-
-def _bytes(t: torch.Tensor) -> torch.Tensor:
-    """A tensor's values as a flat byte array (a copy for a non-contiguous view)."""
-    return t.detach().reshape(-1).view(torch.uint8)
+            byte_pairs.append((actual[name], t))
+    return sorted({name for name, d in zip(names, bytes_differ_many(byte_pairs), strict=True) if d})

@@ -265,3 +265,29 @@ def test_a_batch_of_scans_agrees_with_scans_one_at_a_time(device: str) -> None:
     assert len(repeated) > 1024
     got = [(s.error, s.nonfinite, s.poisoned, s.mismatches, s.first_indices) for s in repeated]
     assert got == [f for _, f in small] * rounds
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_bytes_differ_many_agrees_with_torch_equal_on_bits(device: str) -> None:
+    """Method: differential against torch.equal on byte views, for pairs that agree and pairs that differ in
+    one byte (first, middle, last), in several dtypes, aligned and one element in (not 16-byte aligned),
+    non-contiguous, empty; one call for all of them."""
+    g = torch.Generator().manual_seed(3)
+    pairs = []
+    for dtype in (torch.float32, torch.float64, torch.bfloat16, torch.int8, torch.int64, torch.bool):
+        for n in (1, 15, 16, 17, 4099):
+            a = (torch.randn(n, generator=g) * 50).to(dtype).to(device)
+            pairs.append((a, a.clone()))
+            for at in {0, n // 2, n - 1}:
+                b = a.clone()
+                b.view(torch.uint8)[at * a.element_size()] ^= 1
+                pairs.append((a, b))
+            if n > 1:
+                pairs.append((a[1:], a.clone()[1:]))
+    m = torch.randn(64, 64, generator=g).to(device)
+    pairs += [(m.t(), m.clone().t()), (m.t(), (m + 1).t()), (m[:0], m[:0].clone())]
+    expected = [
+        not torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)) for a, b in pairs
+    ]
+    assert scan_module.bytes_differ_many(pairs) == expected
+    assert any(expected) and not all(expected)
