@@ -11,6 +11,7 @@
 // NaN weight bytes, scales up to 2^12 and E8M0 bytes 0 and 255 (the ring kernel's exact-scale path).
 // Exit 1 on any mismatch. The portable decode's half of check (1) also runs without a GPU in `make test`
 // (tests/test_moe_gemm_ops.py, every fp8 byte through the CPU twin against torch's decode).
+// (4) MXFP4 at the decode shapes: ring-kernel tilings against the CUDA-core kernel (tolerance), timed.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/common -I kernels/moe_gemm -DGS_MOE_GEMM_MATH_ONLY \
@@ -110,6 +111,95 @@ static void compare(const char* what, const std::vector<uint16_t>& ref, const st
   const bool ok = bitwise ? mismatches == 0 : rel < 5e-3;
   if (!ok) ++failures;
   std::printf("  %-44s %s  mismatching=%zu rel_err=%.3g\n", what, ok ? "ok  " : "FAIL", mismatches, rel);
+}
+
+// (4) MXFP4 at the decode shapes: the CUDA-core kernel (the CPU twin's bits, the reference here) against
+// ring-kernel tilings (tolerance), each with the op's prepare_rows launch.
+static void mxfp4_sweep(const Shape* shapes, size_t count) {
+  std::printf("\nmxfp4\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
+  for (size_t si = 0; si < count; ++si) {
+    const Shape& s = shapes[si];
+    const char* only = std::getenv("GS_VARIANTS_SHAPE");
+    if ((only && std::strcmp(only, s.name) != 0) || s.tpe > 16 || s.rare) continue;
+    const int64_t R = s.E * s.tpe;
+    const int64_t wbytes = s.E * s.N * s.K / 2, sbytes = s.E * s.N * (s.K / 32);
+    std::vector<uint8_t> w(wbytes), sc(sbytes);
+    for (auto& b : w) b = static_cast<uint8_t>(next_u32());
+    for (auto& b : sc) b = static_cast<uint8_t>(124 + next_u32() % 6);
+    std::vector<uint16_t> x(R * s.K);
+    for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
+    std::vector<int32_t> map;
+    for (int64_t e = 0; e < s.E; ++e)
+      map.insert(map.end(), {static_cast<int32_t>(e), static_cast<int32_t>(e * s.tpe), static_cast<int32_t>(s.tpe)});
+    for (int64_t e = 0; e < s.E; ++e) map.insert(map.end(), {-1, 0, 0});
+    uint8_t *dw, *ds, *dcopy, *dsrc;
+    uint16_t *dx, *dout, *dxh;
+    int32_t* dmap;
+    float* dxrs;
+    CK(cudaMalloc(&dw, wbytes));
+    CK(cudaMalloc(&ds, sbytes));
+    CK(cudaMalloc(&dcopy, wbytes + sbytes));
+    CK(cudaMalloc(&dsrc, wbytes + sbytes));
+    CK(cudaMalloc(&dx, x.size() * 2));
+    CK(cudaMalloc(&dout, R * s.N * 2));
+    CK(cudaMalloc(&dmap, map.size() * 4));
+    CK(cudaMalloc(&dxh, R * s.K * 2));
+    CK(cudaMalloc(&dxrs, R * 4));
+    CK(cudaMemcpy(dw, w.data(), wbytes, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(ds, sc.data(), sbytes, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
+    GsMoeArgs a{GS_FMT_MXFP4, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K / 2, 1, s.K / 2, ds, s.N * (s.K / 32), 1,
+                s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
+    a.xh = dxh;
+    a.x_rs = dxrs;
+    const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(dcopy, dsrc, wbytes + sbytes, cudaMemcpyDeviceToDevice)); });
+    const double copy_gbs = 2.0 * (wbytes + sbytes) / copy_ms / 1e6;
+    std::printf("%s,d2d_copy,%.4f,%.1f,1.000\n", s.name, copy_ms, copy_gbs);
+    std::vector<uint16_t> first, out(R * s.N);
+    auto run = [&](const char* variant, auto launch) {
+      const float ms = time_ms(launch);
+      const double gbs = (wbytes + sbytes) / ms / 1e6;
+      std::printf("%s,%s,%.4f,%.1f,%.3f\n", s.name, variant, ms, gbs, gbs / copy_gbs);
+      CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
+      if (first.empty()) first = out;
+      else compare(variant, first, out, false);
+    };
+    if (s.tpe == 1) {
+      run("cuda_core_MR1_dec1", [&] {
+        dim3 grid((s.N + GsTile<1>::kTileN - 1) / GsTile<1>::kTileN, a.S);
+        gs_moe_gemm_kernel<GS_FMT_MXFP4, 1, 1><<<grid, kThreads>>>(a);
+      });
+    } else {
+      run("cuda_core_MR16_dec1", [&] {
+        dim3 grid((s.N + GsTile<16>::kTileN - 1) / GsTile<16>::kTileN, a.S);
+        gs_moe_gemm_kernel<GS_FMT_MXFP4, 16, 1><<<grid, kThreads>>>(a);
+      });
+    }
+#define RING4(NT, ST, MINB)                                                                              \
+  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB, [&] {                                 \
+    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST>();                                     \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB>,                     \
+                            cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
+    gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);                                                          \
+    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
+    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB><<<grid, kMmaWarps * 32, smem>>>(a);          \
+  })
+    RING4(4, 3, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4)
+    RING4(4, 2, 4);
+    RING4(4, 4, 3);
+    RING4(2, 3, 5);
+    RING4(2, 4, 5);
+    RING4(4, 4, 4);
+    RING4(4, 3, 3);
+    RING4(4, 2, 3);
+#undef RING4
+    CK(cudaGetLastError());
+    for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
+                      static_cast<void*>(dx), static_cast<void*>(dxh), static_cast<void*>(dxrs),
+                      static_cast<void*>(dout), static_cast<void*>(dmap)})
+      CK(cudaFree(ptr));
+  }
 }
 
 int main() {
@@ -230,6 +320,14 @@ int main() {
       CORE_TILE(2, 3);
       CORE_TILE(2, 4);
       CORE_TILE(8, 1);
+      // The ring kernel at one row per slot (15 of its 16 MMA rows zero), with the prepare_rows launch the
+      // op makes: whether MXFP8 decode would gain from the tensor-core path the launcher keeps for > 4 rows.
+      run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {
+        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
+        constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
+        dim3 grid((s.N + 127) / 128, a.S);
+        gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
+      }, false);
     } else if (block_m <= 16) {
       CORE(16, 1);
       CORE(16, 0);
@@ -275,6 +373,7 @@ int main() {
                       static_cast<void*>(dout), static_cast<void*>(dmap)})
       CK(cudaFree(ptr));
   }
+  mxfp4_sweep(shapes, sizeof(shapes) / sizeof(shapes[0]));
   std::printf("\n%s\n", failures ? "FAIL" : "all checks ok");
   return failures ? 1 : 0;
 }

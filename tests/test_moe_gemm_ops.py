@@ -160,6 +160,12 @@ def _to(q, device):
     return quant.QuantizedWeight(q.fmt, mv(q.data), mv(q.scale), mv(q.global_scale), q.k)
 
 
+def _expected_path(fmt: str, block_m: int) -> str:
+    """The launcher's choice on CUDA sm_80+ for aligned NK views (moe_gemm.hip, gs_moe_gemm_uses_mma)."""
+    tensor = (fmt in ("bf16", "mxfp8", "block_fp8") and block_m > 4) or fmt == "mxfp4"
+    return "tensor_core" if tensor else "cuda_core"
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", quant.FORMATS)
 @pytest.mark.parametrize(
@@ -178,7 +184,7 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
     gpu_copy = torch.ops.graphsafe.moe_gemm(x.cuda(), w.contiguous(), sc, g, bmap.cuda(), fmt, block_m).cpu()
     assert torch.equal(cpu.view(torch.int16), gpu_copy.view(torch.int16))
     path = mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m)
-    assert path == ("tensor_core" if fmt in ("bf16", "mxfp8", "block_fp8") and block_m > 4 else "cuda_core")
+    assert path == _expected_path(fmt, block_m)
     if path == "cuda_core":
         assert torch.equal(cpu.view(torch.int16), gpu_view.view(torch.int16))
     else:
@@ -187,10 +193,12 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "block_fp8"])
+@pytest.mark.parametrize("fmt", ["bf16", "mxfp8", "block_fp8", "mxfp4"])
 @pytest.mark.parametrize(
     ("block_m", "sizes", "n", "k"),
     [
+        (1, (1, 1, 0, 1), 520, 4096),
+        (4, (4, 3, 0, 1), 136, 96),
         (16, (16, 3, 0, 9), 200, 4096),
         (16, (5, 16, 0, 12), 136, 96),
         (64, (0, 100, 64, 7), 136, 96),
@@ -199,7 +207,9 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
     ],
 )
 def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
-    """The tensor-core kernels (block_m 16: the shared-memory ring; 64 and 128: the prefill kernel's 64 x 256
+    """MXFP4 takes the ring at every block_m (1 and 4: decode; 64 and 128: 16-row groups looped in the ring);
+    the other formats from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the
+    same bound). The tensor-core kernels (block_m 16: the shared-memory ring; 64 and 128: the prefill kernel's 64 x 256
     tiles, N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
     four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
@@ -208,7 +218,7 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
     compares against eager)."""
     x, q, bmap = _problem(fmt, e=4, n=n, k=k, sizes=sizes, slack=5, block_m=block_m, seed=3)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
-    assert mo.kernel_path(xd, qd, bd, block_m) == "tensor_core"
+    assert mo.kernel_path(xd, qd, bd, block_m) == _expected_path(fmt, block_m)
     first = mo.moe_gemm(xd, qd, bd, block_m=block_m)
     second = mo.moe_gemm(xd, qd, bd, block_m=block_m)
     assert torch.equal(first.view(torch.int16), second.view(torch.int16))
@@ -238,8 +248,8 @@ def test_gpu_tensor_core_path_propagates_nan_weights(poison, block_m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_m", [16, 64])
-def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(block_m):
+@pytest.mark.parametrize(("fmt", "block_m"), [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16)])
+def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     """The ring kernel (block_m 16) forms an MXFP8 scale 2^(e-127) by shifting e into f32's exponent
     field, which is right for e = 1..254 only: e = 255 (NaN) would give inf and e = 0 (2^-127, an f32
     subnormal) would give 0. A warp vote sends a stage holding either to gs_e8m0. Without the vote the
@@ -248,8 +258,8 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(block_m):
     column cannot hide behind a large one. block_m 64 runs the prefill kernel: it multiplies the f16 weights
     by the scale only while every scale byte a warp reads for 4 chunks lies in 113..134 (its fast path, which
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
-    its exact path, f32 partials times gs_e8m0."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
+    its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code."""
+    x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
     q.scale[1, 3, :] = 200
@@ -271,19 +281,24 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(block_m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("block_m", [16, 64])
-def test_gpu_ring_fp8_path_scales_x_rows_into_f16(block_m):
+@pytest.mark.parametrize(("fmt", "block_m"), [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16)])
+def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
     """The fp8 ring path reads x as f16 scaled per row by a power of two (gs_moe_prepare_rows). Rows of
     ~2^100 and ~2^-100 leave f16's range unscaled (inf, 0); a row spanning 2^-20..2^20 keeps its large
-    terms; inf and NaN in x must give the twin's inf/NaN (inf * 0 is NaN). Compared with the CPU twin."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=block_m, seed=7)
+    terms; inf and NaN in x must give the twin's inf/NaN (inf * 0 is NaN). Compared with the CPU twin. MXFP4
+    reads x the same way (K element 5 is byte 2's high nibble there)."""
+    x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=block_m, seed=7)
     x[0] = x[0].float() * 2.0**100
     x[1] = x[1].float() * 2.0**-100
     x[2, ::2] = x[2, ::2].float() * 2.0**20
     x[2, 1::2] = x[2, 1::2].float() * 2.0**-20
     x[3, 5] = float("inf")
     x[4, 9] = float("nan")
-    q.data[0, 7, 5] = 0  # row 3's inf meets a zero weight in column 7: NaN there
+    if fmt == "mxfp4":  # byte 2 holds K elements 4 (low nibble) and 5 (high nibble)
+        q.data[0, :7, 2] = (q.data[0, :7, 2] & 0x0F) | 0x20  # K=5 is 1.0 in columns 0..6: row 3 is inf there
+        q.data[0, 7, 2] = 0  # row 3's inf meets a zero weight in column 7: NaN there
+    else:
+        q.data[0, 7, 5] = 0
     qd = _to(q, "cuda")
     assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
     out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
@@ -321,6 +336,9 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
     [
         ("mxfp8", 4, 8),
         ("mxfp8", 4, 300),
+        ("mxfp4", 1, 8),
+        ("mxfp4", 4, 300),
+        ("mxfp4", 64, 8),
         ("mxfp8", 16, 8),
         ("bf16", 16, 8),
         ("mxfp8", 64, 8),
@@ -437,8 +455,10 @@ def test_gpu_e2m1_decode_of_every_byte_in_every_word_position_equals_the_twin(fm
     """Method: 64 columns x 32 bytes enumerate each of the 256 bytes 8 times, at every byte position of a
     little-endian word (the GPU decodes e2m1 a word at a time through f16x2), with unit scales; x row r is
     the one-hot vector of K element r, so out[r, n] reads one decoded weight alone (every e2m1 value is exact
-    in bf16). Expected: the GPU's CUDA-core kernel equals the CPU twin's gs_e2m1 bit for bit at each register
-    tile size (block_m 1, 4, 16), and the outputs hold all 15 distinct e2m1 values (-0 sums to +0)."""
+    in bf16). Expected: the GPU equals the CPU twin's gs_e2m1 bit for bit at each block_m (1, 4, 16): nvfp4 on
+    the CUDA-core kernel's register tiles, mxfp4 on the ring kernel (gs_e2m1x8_to_f16x2_ring and its x pair
+    order), where each output is one exact product too (x row scaled into f16 by 2^7 and back), and the
+    outputs hold all 15 distinct e2m1 values (-0 sums to +0)."""
     e, n, k = 1, 64, 64
     data = torch.arange(n * k // 2, dtype=torch.int64).remainder(256).to(torch.uint8).view(e, n, k // 2)
     if fmt == "mxfp4":
@@ -449,7 +469,7 @@ def test_gpu_e2m1_decode_of_every_byte_in_every_word_position_equals_the_twin(fm
     x = torch.eye(k).to(torch.bfloat16)
     bmap = routing.block_map_from_group_sizes(torch.tensor([k], dtype=torch.int32), k, block_m)
     cpu = mo.moe_gemm(x, q, bmap, block_m)
-    assert mo.kernel_path(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m) == "cuda_core"
+    assert mo.kernel_path(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m) == _expected_path(fmt, block_m)
     gpu = mo.moe_gemm(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m).cpu()
     assert torch.equal(gpu.view(torch.int16), cpu.view(torch.int16))
     assert len(torch.unique(cpu.float())) == 15

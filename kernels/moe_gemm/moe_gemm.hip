@@ -26,9 +26,10 @@
 //   reads MXFP8 weights at 0.80-0.85 of the H200's copy bandwidth with the sm_89+ e4m3 conversion
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
 //   (reports/measurements/h200-2026-11-30-session2).
-// * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8, slots of more than 4 rows; see
-//   gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; 0.87 of copy
-//   bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4) and the shared-memory
+// * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8 for slots of more than 4 rows, MXFP4 for
+//   every slot; see gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode;
+//   0.87 of copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4; MXFP4 at
+//   every size, its e2m1 weights decoded to f16 in registers) and the shared-memory
 //   tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 x 256 outputs per CTA). Both are deterministic but accumulate in the tensor core's own
 //   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
 //   op says which family ran ("tensor_core" or "cuda_core").
@@ -238,7 +239,7 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
 #if defined(GS_BACKEND_CUDA)
-#include <type_traits>  // std::true_type: the ring kernel's exact-scale variant of its chunk loop
+#include <type_traits>  // std::integral_constant: the ring and prefill kernels' variants of their chunk loops
 #include <cuda_fp8.h>  // __nv_cvt_fp8x2_to_halfraw2: cvt.rn.f16x2.e4m3x2, one instruction per 2 weights on sm_89+
 #endif
 
@@ -647,7 +648,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 }
 
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
-// Slots of 5..16 rows: the 16-tokens-per-expert decode step. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
+// Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of every size (1 row: 15 of the 16
+// MMA rows are zero; more than 16: row groups of 16, each re-reading the weights). MXFP4 on the H200
+// (reports/measurements/h200-2026-12-01-session3-kernels): 0.44-0.46 of copy bandwidth at 1 token per expert,
+// where the CUDA-core kernel gave 0.31. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
@@ -655,6 +659,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 //    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
 //    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
 //    the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B fragment read distinct banks;
+//  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 64-byte stage rows,
+//    decoded to f16x2 by gs_e2m1x8_to_f16x2_ring; x as below, in that decode's pair order. When every E8M0
+//    byte of the warp's columns in a stage lies in 104..128 the decode's multiply applies the scale too and
+//    the chunks accumulate in the tensor core directly (gs_e2m1_ring_scale); else the MXFP8 scale path below;
 //  * fp8 weights (mxfp8, block_fp8) reach the tensor core as f16 through the sm_89+ hardware conversion
 //    (gs_e4m3x2_to_f16x2: exact, NaN kept, one instruction per 2 weights; the bf16 decode took 5) and meet
 //    x as f16: gs_moe_prepare_rows scales each x row by a power of two so that its largest magnitude lies in
@@ -670,6 +678,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
+// MXFP4 moves half the bytes per stage of MXFP8 (64 per column), so its ring keeps 3 stages (41.5 KB of
+// shared memory per block at 4 n8 tiles per warp; 4 blocks per SM fit in the H200's 228 KB).
+constexpr int kRingNtMxfp4 = 4;
+constexpr int kRingStagesMxfp4 = 3;
 
 __device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -701,21 +713,64 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 
 template <int FMT>
 struct GsRing {
-  static constexpr int kEb = FMT == GS_FMT_BF16 ? 2 : 1;
+  static constexpr int kEb = FMT == GS_FMT_BF16 ? 2 : 1;   // bytes per storage element (mxfp4: 2 K per byte)
+  static constexpr bool kMx = FMT == GS_FMT_MXFP8 || FMT == GS_FMT_MXFP4;  // one E8M0 byte per chunk and column
   static constexpr int kU = 4;                             // chunks per stage: 128 K (one block_fp8 scale block)
-  static constexpr int kRowBytes = kU * kChunk * kEb;      // one weight column's slice of a stage
+  static constexpr int kRowBytes = FMT == GS_FMT_MXFP4 ? kU * kChunk / 2 : kU * kChunk * kEb;  // a column's stage slice
   static constexpr int kPieces = kRowBytes / 16;           // 16-byte cp.async pieces per column
+  static constexpr int kPieceK = 16 * kU * kChunk / kRowBytes;  // K elements per piece
   static constexpr int kXRow = kU * kChunk + 32;           // x row in elements, padded 64 B (bank spread)
   static constexpr int kXBytes = 16 * kXRow * 2;
-  // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks.
+  // Byte offset of K element k within a column.
+  GS_HD static constexpr int64_t kbytes(int64_t k) { return FMT == GS_FMT_MXFP4 ? k / 2 : k * kEb; }
+  // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks. MXFP4:
+  // lane (g, t) reads the word at piece u, byte 4t of a 64-byte row, bank 16g + 4 (u ^ f(g)) + t mod 32; the
+  // even (odd) g share the 16g term, so f(g) = (g >> 1) & 3 tells the four apart.
   GS_HD static constexpr int swz(int row, int piece) {
-    return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : piece ^ (row & 7);
+    return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : FMT == GS_FMT_MXFP4 ? piece ^ ((row >> 1) & 3) : piece ^ (row & 7);
   }
 };
 template <int FMT, int NT, int S, int W = kMmaWarps>
 constexpr int gs_ring_smem_bytes() {
   constexpr int tn = W * NT * 8;
-  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (FMT == GS_FMT_MXFP8 ? tn * 4 : 0));
+  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (GsRing<FMT>::kMx ? tn * 4 : 0));
+}
+
+__device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
+  __half2 a, b;
+  memcpy(&a, &x, 4);
+  memcpy(&b, &m, 4);
+  a = __hmul2(a, b);
+  memcpy(&x, &a, 4);
+  return x;
+}
+
+// The ring kernel's e2m1 decode: one word of 8 nibbles (K elements 8t..8t+7 of a column; element 2i in byte
+// i's low nibble, 2i + 1 in its high one) -> four f16x2 B-fragment words, exactly. A nibble S.EE.M placed as
+// f16 bits S000EEM0 in a half's high byte reads value * 2^-14 (EE = 0 lands on f16 subnormals, like e2m1's
+// own), so one f16 multiply by m = 2^14, or by 2^14 times the column's E8M0 scale on the ring's fast path
+// (exact while the product stays an f16: gs_e2m1_ring_scale), gives the value, -0 included. The high bytes
+// of the 4 low nibbles (bl) and of the 4 high nibbles (bh) are formed at once; each byte permute takes two
+// of them with zero low bytes, so the pairs are elements (0, 2), (4, 6) from bl and (1, 3), (5, 7) from bh,
+// and gs_moe_prepare_rows writes x in the same order for MXFP4. 15 instructions per 8 weights.
+__device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t m, uint32_t* h) {
+  const uint32_t bl = ((word << 4) & 0x80808080u) | ((word << 1) & 0x0E0E0E0Eu);
+  const uint32_t bh = (word & 0x80808080u) | ((word >> 3) & 0x0E0E0E0Eu);
+  h[0] = gs_hmul2_bits(__byte_perm(bl, 0, 0x1404), m);  // elements 0, 2
+  h[1] = gs_hmul2_bits(__byte_perm(bh, 0, 0x1404), m);  // 1, 3
+  h[2] = gs_hmul2_bits(__byte_perm(bl, 0, 0x3424), m);  // 4, 6
+  h[3] = gs_hmul2_bits(__byte_perm(bh, 0, 0x3424), m);  // 5, 7
+}
+constexpr uint32_t kF16x2Pow14 = 0x74007400u;  // f16 2^14 in both halves
+// The ring's MXFP4 fast path: E8M0 byte e of word w (byte `sel` picks, at bits 8 and 24) -> f16x2 2^14 *
+// 2^(e-127) = 2^(e-113), exponent field e - 98. Every e2m1 value (0.5 .. 6) times 2^(e-127) is an exact f16
+// (subnormals included) for e in 104..128, the range the stage's warp vote admits, so the scaled weights
+// meet x in the tensor core and the chunk accumulates there directly: no f32 partial and no per-chunk fmaf.
+__device__ __forceinline__ bool gs_e2m1_ring_scales_in_range(uint32_t w) {
+  return __vcmpgtu4(__vsub4(w, 0x68686868u), 0x18181818u) == 0;  // e - 104 <= 24 per byte
+}
+__device__ __forceinline__ uint32_t gs_e2m1_ring_scale(uint32_t w, uint32_t sel) {
+  return __byte_perm(w, 0u, sel) * 4u - ((98u << 10) + (98u << 26));  // e >= 99: no borrow between halves
 }
 
 
@@ -727,7 +782,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
-  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = FMT == GS_FMT_MXFP8 ? TN * 4 : 0;
+  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = R::kMx ? TN * 4 : 0;
   constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
@@ -755,7 +810,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow + h * (16 / kXPer)
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
-  if (FMT == GS_FMT_MXFP8 && tid < TN) {
+  if (R::kMx && tid < TN) {
     const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
     vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
@@ -768,8 +823,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   int boff[U];
 #pragma unroll
   for (int u = 0; u < U; ++u)
-    boff[u] = FMT == GS_FMT_BF16 ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
-                                 : brow * R::kRowBytes + R::swz(g, 2 * u + t / 2) * 16 + 8 * (t & 1);
+    boff[u] = FMT == GS_FMT_BF16    ? brow * R::kRowBytes + R::swz(g, 4 * u + t) * 16
+              : FMT == GS_FMT_MXFP4 ? brow * R::kRowBytes + R::swz(g, u) * 16 + 4 * t
+                                    : brow * R::kRowBytes + R::swz(g, 2 * u + t / 2) * 16 + 8 * (t & 1);
   for (int64_t rg = 0; rg < rows; rg += 16) {
     const uint16_t* xsrc[kXPer];
     bool xin[kXPer];
@@ -782,16 +838,16 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     auto issue = [&](int64_t st, int slot_i) {
       uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
       const int64_t kel = st * U * kChunk;  // first K element of the stage
-      const bool wvalid = kel + wp * (16 / R::kEb) < a.K;
+      const bool wvalid = kel + wp * R::kPieceK < a.K;
 #pragma unroll
       for (int j = 0; j < kWPer; ++j)
-        gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + kel * R::kEb : a.w, wvalid);
+        gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + R::kbytes(kel) : a.w, wvalid);
       const bool kx = kel + xpiece * 8 < a.K;
 #pragma unroll
       for (int h = 0; h < kXPer; ++h)
         gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
                       kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
-      if (FMT == GS_FMT_MXFP8 && tid < TN) {
+      if (R::kMx && tid < TN) {
         uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
         const int64_t c0 = st * U;
         if (vec_s && c0 + U <= nchunks) {
@@ -828,27 +884,46 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
       // MXFP8: the stage's E8M0 bytes (one per chunk) of the two accumulator columns 2t, 2t + 1 of each n8
       // tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
-      uint2 sw[FMT == GS_FMT_MXFP8 ? NT : 1];
+      uint2 sw[R::kMx ? NT : 1];
       bool exact_scale = false;
-      if (FMT == GS_FMT_MXFP8) {
+      if (R::kMx) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           sw[nt] = *reinterpret_cast<const uint2*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * 4);
           exact_scale |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
         }
       }
-      // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
-      // with 0, or a NaN/2^-127 scale) decodes each scale with gs_e8m0 instead of the shift.
-      auto chunks = [&](auto exact_tag) {
-        constexpr bool kExact = decltype(exact_tag)::value;
-        static_cast<void>(kExact);  // read only by the MXFP8 instantiation
+      // MXFP4: the E8M0 word of this lane's B column per n8 tile; the fast path needs every byte of the warp's
+      // in 104..128 (gs_e2m1_ring_scale).
+      uint32_t swg[FMT == GS_FMT_MXFP4 ? NT : 1];
+      bool fast = false;
+      if constexpr (FMT == GS_FMT_MXFP4) {
+        bool in = true;
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+          swg[nt] = *reinterpret_cast<const uint32_t*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + g) * 4);
+          in = in && gs_e2m1_ring_scales_in_range(swg[nt]);
+        }
+        fast = __all_sync(0xFFFFFFFFu, in);
+      }
+      // The stage's chunks. Mode 0: each chunk's f32 partial times its scale formed by the exponent shift;
+      // 1 (kExact: a stage with an E8M0 byte 0 or 255: the last partial stage, which pads with 0, or a
+      // NaN/2^-127 scale): the same with gs_e8m0; 2 (MXFP4 fast path): scaled weights into the accumulator.
+      auto chunks = [&](auto mode_tag) {
+        constexpr int kMode = decltype(mode_tag)::value;
+        constexpr bool kExact = kMode == 1;
+        static_cast<void>(kExact);  // read only by the MX instantiations
 #pragma unroll
         for (int u = 0; u < U; ++u) {
           if (st * U + u >= nchunks) break;
           const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
           const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
-          const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};  // K elements 8t..8t+3 of rows g, g + 8
-          const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};  // K elements 8t+4..8t+7
+          // K elements 8t..8t+3 / 8t+4..8t+7 of rows g, g + 8 (MXFP4: x in its decode's pair order, so the
+          // words hold elements (0, 2), (1, 3) / (4, 6), (5, 7): gs_moe_prepare_rows)
+          const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};
+          const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};
+          const uint32_t sel = 0x0404u | (static_cast<uint32_t>(u) << 4) | (static_cast<uint32_t>(u) << 12);
+          static_cast<void>(sel);  // read only by the MXFP4 fast path
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             if constexpr (FMT == GS_FMT_BF16) {
@@ -856,13 +931,24 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
               gs_mma_bf16(acc[nt], k0, v.x, v.y);
               gs_mma_bf16(acc[nt], k1, v.z, v.w);
             } else {
-              const uint2 v = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
-              const uint32_t b0 = gs_e4m3x2_to_f16x2(v.x), b1 = gs_e4m3x2_to_f16x2(v.x >> 16);
-              const uint32_t b2 = gs_e4m3x2_to_f16x2(v.y), b3 = gs_e4m3x2_to_f16x2(v.y >> 16);
+              uint32_t b0, b1, b2, b3;
+              if constexpr (FMT == GS_FMT_MXFP4) {
+                const uint32_t m = kMode == 2 ? gs_e2m1_ring_scale(swg[nt], sel) : kF16x2Pow14;
+                uint32_t h[4];
+                gs_e2m1x8_to_f16x2_ring(*reinterpret_cast<const uint32_t*>(base + boff[u] + nt * 8 * R::kRowBytes), m, h);
+                b0 = h[0], b1 = h[1], b2 = h[2], b3 = h[3];
+              } else {
+                const uint2 v = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
+                b0 = gs_e4m3x2_to_f16x2(v.x), b1 = gs_e4m3x2_to_f16x2(v.x >> 16);
+                b2 = gs_e4m3x2_to_f16x2(v.y), b3 = gs_e4m3x2_to_f16x2(v.y >> 16);
+              }
               if constexpr (FMT == GS_FMT_BLOCK_FP8) {
                 gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k0, b0, b1);
                 gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k1, b2, b3);
-              } else {  // MXFP8: the chunk's partial in f32, times its columns' 2^(e-127)
+              } else if constexpr (kMode == 2) {  // MXFP4 fast path: the weights carry their scale
+                gs_mma_f16(acc[nt], k0, b0, b1);
+                gs_mma_f16(acc[nt], k1, b2, b3);
+              } else {  // MXFP8 / MXFP4: the chunk's partial in f32, times its columns' 2^(e-127)
                 float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gs_mma_f16(c, k0, b0, b1);
                 gs_mma_f16(c, k1, b2, b3);
@@ -877,10 +963,12 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           }
         }
       };
-      if (FMT == GS_FMT_MXFP8 && __any_sync(0xFFFFFFFFu, exact_scale))
-        chunks(std::true_type{});
+      if (R::kMx && __any_sync(0xFFFFFFFFu, exact_scale))
+        chunks(std::integral_constant<int, 1>{});
+      else if (FMT == GS_FMT_MXFP4 && fast)
+        chunks(std::integral_constant<int, 2>{});
       else
-        chunks(std::false_type{});
+        chunks(std::integral_constant<int, 0>{});
       if (FMT == GS_FMT_BLOCK_FP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -961,15 +1049,6 @@ struct GsPf {
   GS_HD static constexpr int swa(int r, int p) { return kU == 2 ? p ^ ((r & 1) << 2) : p; }
   GS_HD static constexpr int swb(int c, int p) { return FMT != GS_FMT_BF16 ? p ^ (c & 2) : p; }
 };
-
-__device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
-  __half2 a, b;
-  memcpy(&a, &x, 4);
-  memcpy(&b, &m, 4);
-  a = __hmul2(a, b);
-  memcpy(&x, &a, 4);
-  return x;
-}
 
 template <int FMT>
 __global__ void __launch_bounds__(kPfThreads, 2) gs_moe_gemm_prefill_kernel(GsMoeArgs a) {
@@ -1421,6 +1500,11 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
           const __half2 f = __floats2half2_rn(gs_bits_f32(w << 16) * mult, gs_bits_f32(w & 0xFFFF0000u) * mult);
           memcpy(&w, &f, 4);
         }
+        if (a.fmt == GS_FMT_MXFP4) {  // the ring's e2m1 pair order within 8 elements: 0, 2, 1, 3, 4, 6, 5, 7
+          const uint32_t p[4] = {__byte_perm(h[0], h[1], 0x5410), __byte_perm(h[0], h[1], 0x7632),
+                                 __byte_perm(h[2], h[3], 0x5410), __byte_perm(h[2], h[3], 0x7632)};
+          for (int i = 0; i < 4; ++i) h[i] = p[i];
+        }
         reinterpret_cast<uint4*>(a.xh + row * a.K)[k] = make_uint4(h[0], h[1], h[2], h[3]);
       }
       if (threadIdx.x == 0) a.x_rs[row] = gs_bits_f32((row_exp - 7u) << 23);  // 2^(E - 134)
@@ -1435,12 +1519,15 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
 constexpr int kDecode = 1;
 
 // Which kernel runs: a matrix-core kernel for slots of more than 4 rows in bf16/mxfp8/block_fp8 with
-// 16-byte-aligned K-contiguous operands on CUDA sm_80+ (mma.sync) or AMD gfx90a/gfx94x/gfx950 (MFMA); the
-// bit-exact CUDA-core kernel otherwise. kernel_path() exposes it so tests can state which path produced an
-// output.
+// 16-byte-aligned K-contiguous operands on CUDA sm_80+ (mma.sync) or AMD gfx90a/gfx94x/gfx950 (MFMA), and on
+// CUDA sm_80+ for MXFP4 slots of every size (the ring kernel; the CUDA-core kernel read MXFP4 weights at 0.33
+// of copy bandwidth at 1 token per expert and 0.023 at 16 on the H200, reports/measurements/
+// h200-2026-12-01-eager-host-cost); the bit-exact CUDA-core kernel otherwise. kernel_path() exposes it so
+// tests can state which path produced an output.
 inline bool gs_moe_gemm_uses_mma(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  return block_m > 4 && gs_mma_format(a.fmt) && a.vec_w && a.vec_x && gs_device_has_mma_bf16();
+  return ((block_m > 4 && gs_mma_format(a.fmt)) || a.fmt == GS_FMT_MXFP4) && a.vec_w && a.vec_x &&
+         gs_device_has_mma_bf16();
 #elif defined(GS_BACKEND_HIP)
   return block_m > 4 && gs_mma_format(a.fmt) && a.vec_w && a.vec_x && gs_device_has_mfma();
 #else
@@ -1513,17 +1600,20 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // points are in reports/measurements/moe_gemm-kernel-design). The cap spills 4 bytes for MXFP8. bf16 takes
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
-    if (block_m <= 16) {
-#define GS_LAUNCH_RING(F, NT, MINB)                                                                         \
+    // MXFP4 takes the ring at every slot size (larger slots loop over 16-row groups, re-reading the weights
+    // per group: no prefill tile kernel decodes e2m1 yet), with kRingStagesMxfp4 stages.
+    if (block_m <= 16 || a.fmt == GS_FMT_MXFP4) {
+#define GS_LAUNCH_RING(F, NT, ST, MINB)                                                                     \
   {                                                                                                         \
-    constexpr int smem = gs_ring_smem_bytes<F, NT, kRingStages>();                                          \
+    constexpr int smem = gs_ring_smem_bytes<F, NT, ST>();                                                   \
     static_assert(smem <= 48 * 1024, "ring stays within the default shared-memory limit");                  \
     dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
-    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, kRingStages, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
+    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, ST, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
   }
-      if (a.fmt == GS_FMT_BF16) GS_LAUNCH_RING(GS_FMT_BF16, 2, 1)
-      else if (a.fmt == GS_FMT_MXFP8) GS_LAUNCH_RING(GS_FMT_MXFP8, 4, 4)
-      else GS_LAUNCH_RING(GS_FMT_BLOCK_FP8, 4, 4)
+      if (a.fmt == GS_FMT_BF16) GS_LAUNCH_RING(GS_FMT_BF16, 2, kRingStages, 1)
+      else if (a.fmt == GS_FMT_MXFP8) GS_LAUNCH_RING(GS_FMT_MXFP8, 4, kRingStages, 4)
+      else if (a.fmt == GS_FMT_MXFP4) GS_LAUNCH_RING(GS_FMT_MXFP4, kRingNtMxfp4, kRingStagesMxfp4, 4)
+      else GS_LAUNCH_RING(GS_FMT_BLOCK_FP8, 4, kRingStages, 4)
 #undef GS_LAUNCH_RING
       return hipGetLastError();
     }

@@ -3,9 +3,10 @@
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
 g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
 argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call. The GPU's CUDA-core kernel does the CPU twin's f32
-math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8
-on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the shared-memory ring kernel;
-larger: 64 x 256 shared-memory tiles per block), deterministic and within TOLERANCE of the twin but not bitwise equal
+math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
+and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows and all of
+MXFP4: the shared-memory ring kernel; larger: 64 x 256 shared-memory tiles per block), deterministic and
+within TOLERANCE of the twin but not bitwise equal
 (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
 (moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 tensor-core paths read x as row-scaled f16 that the op's first
 kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The op takes the weight as the [E, K, N] view of its [E, N, K]
@@ -224,8 +225,8 @@ def module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tu
 
 def kernel_path(x: Tensor, q: QuantizedWeight, block_map: Tensor, block_m: int) -> str:
     """Which kernel moe_gemm runs for these arguments: "cuda_core" (the CPU twin's bits) or "tensor_core"
-    (CUDA sm_80+ or AMD gfx90a/gfx94x/gfx950 (MFMA), bf16/mxfp8/block_fp8, block_m > 4, 16-byte-aligned
-    K-contiguous operands: deterministic,
+    (CUDA sm_80+ or AMD gfx90a/gfx94x/gfx950 (MFMA), bf16/mxfp8/block_fp8, block_m > 4; on CUDA sm_80+ also
+    mxfp4 at every block_m; 16-byte-aligned K-contiguous operands: deterministic,
     within TOLERANCE of the twin but not bitwise equal). The CPU module always answers "cuda_core"."""
     w, s, g = kn_views(q)
     _validate(x, w, s, g, block_map, q.fmt)
