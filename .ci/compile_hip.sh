@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Compile every .hip source (kernels/<family>/*.hip, harness/native/*.hip) for AMD and NVIDIA targets; any failure
-# exits non-zero naming file and target.
+# Compile every .hip source (kernels/<family>/*.hip, harness/native/*.hip) for AMD and NVIDIA targets, and every
+# family's host-only pybind11 layer (kernels/<family>/*.bind.cpp) with g++, as harness/native/build.py builds
+# them into one module; any failure exits non-zero naming file and target. A family split into parts
+# (<stem>.<part>.hip) is covered part by part: each part is a .hip here.
 #
 #   Debian hipcc 5.2  -> gfx90a full object (-c). HIP_PLATFORM=amd: it picks NVIDIA when it finds nvcc.
 #   clang-19 -x hip   -> gfx942, gfx1100, gfx1201 device assembly (-S --cuda-device-only -nogpulib): Debian
@@ -9,7 +11,9 @@
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
 # vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
-# Usage: .ci/compile_hip.sh [file.hip ...]   (default: every kernels/*/*.hip and harness/native/*.hip)
+#   g++               -> host object (-c) of each .bind.cpp.
+# Usage: .ci/compile_hip.sh [file.hip|file.bind.cpp ...]
+#        (default: every kernels/*/*.hip, kernels/*/*.bind.cpp and harness/native/*.hip)
 # Installs hipcc/clang-19 with apt-get when missing (CI images); nvcc must come with the image.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -44,13 +48,18 @@ run() {  # run <file> <target> <command...>
 }
 
 shopt -s nullglob
-files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/*/*.hip harness/native/*.hip)  # args: a subset (or a negative control)
+files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/*/*.hip kernels/*/*.bind.cpp harness/native/*.hip)  # args: a subset (or a negative control)
 [ ${#files[@]} -gt 0 ] || { echo "FAIL: no .hip sources found" >&2; exit 2; }
 for f in "${files[@]}"; do
   base=$(basename "$f" .hip)
+  base=${base//./_}  # moe_gemm.prefill -> moe_gemm_prefill: a part's module-name define must be an identifier
   # The include path the build gives it: kernels/common for a kernel family, its own folder for every source.
   inc_mod=(-I "$(dirname "$f")" "${inc[@]}" "-DGS_MODULE_NAME=ci_$base")
   case "$f" in kernels/*) inc_mod=(-I kernels/common "${inc_mod[@]}") ;; esac
+  if [[ "$f" == *.bind.cpp ]]; then
+    run "$f" host g++ -x c++ -std=c++17 -O2 -fPIC -ffp-contract=off "${inc_mod[@]}" -c "$f" -o "$out/$base.host.o"
+    continue
+  fi
   run "$f" gfx90a env HIP_PLATFORM=amd hipcc -std=c++17 -O2 -ffp-contract=off --offload-arch=gfx90a "${inc_mod[@]}" \
     -c "$f" -o "$out/$base.gfx90a.o"
   for arch in gfx942 gfx1100 gfx1201; do
@@ -77,4 +86,4 @@ if [ "$failures" -gt 0 ]; then
   echo "$failures compile(s) failed"
   exit 1
 fi
-echo "all ${#files[@]} HIP sources compiled for gfx90a, gfx942, gfx1100, gfx1201, sm_90; MFMA found where required"
+echo "all ${#files[@]} sources compiled (.hip for gfx90a, gfx942, gfx1100, gfx1201, sm_90; .bind.cpp with g++); MFMA found where required"

@@ -11,11 +11,12 @@
 // (the #509 review: "CHECK(got == ref) is achievable and is the stronger gate").
 // Storage dtypes: f32 or bf16 (bf16 travels as uint16_t bits and converts with gs_bf16_* from
 // hip_compat.h, identical on host and device). Weights and gate logits are f32. Anything else is refused
-// by the pybind11 entry points below before any pointer is read.
+// by the pybind11 entry points (moe_combine.bind.cpp) before any pointer is read.
 // Vector path: when every row is 16-byte aligned and H % 8 == 0, a thread handles 8 consecutive h with
 // 16-byte loads (bf16 at 2-byte loads leaves the memory system underused: the bench target is 85% of copy
 // bandwidth). The per-element math is unchanged, so both paths give the same bits.
 #include "hip_compat.h"
+#include "moe_combine.h"
 
 namespace {
 
@@ -65,18 +66,6 @@ __device__ __forceinline__ void gs_st_vec(T* p, const float (&v)[VEC], int defec
     for (int c = 0; c < kChunks; ++c) reinterpret_cast<uint4*>(p)[c] = reinterpret_cast<const uint4*>(tmp)[c];
   }
 }
-
-struct CombineArgs {
-  void* out;
-  const void* expert_out;
-  const float* weights;
-  const void* shared;  // null: no shared term
-  const float* gate;   // null: moe_combine; else moe_combine_gate
-  int64_t T, K, H;
-  int64_t out_st, eo_st, eo_sk, w_st, w_sk, sh_st, gate_st;  // strides in elements; inner stride is 1
-  float routed_scale;
-  int defect;
-};
 
 template <int VEC, typename EO, typename SH, typename OUT>
 __global__ void moe_combine_kernel(CombineArgs a) {
@@ -170,8 +159,6 @@ hipError_t launch_combine_vec(const CombineArgs& a, int eo_code, int sh_code, in
 inline bool gs_aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 inline int gs_size(int code) { return code == 1 ? 2 : 4; }
 
-}  // namespace
-
 // Host launchers. Dtype codes: 0 f32, 1 bf16 (kernels/common/gs_checks.h); the pybind11 layer refuses every
 // other code before calling these, and these return hipErrorInvalidValue for them as a second line.
 hipError_t gs_moe_combine_launch(const CombineArgs& a, int eo_code, int sh_code, int out_code, hipStream_t stream) {
@@ -211,83 +198,20 @@ hipError_t gs_shared_expert_gate_launch(void* out, int out_code, const float* ga
   return hipGetLastError();
 }
 
-// ------------------------------------------------------------------------------------ pybind11 layer
-// Built only by kernels/common/native.py (the build cache defines GS_MODULE_NAME); .ci/compile_hip.sh compiles the kernels
-// and launchers above without Python headers.
-#ifdef GS_MODULE_NAME
-#include <pybind11/pybind11.h>
-
-#include <string>
-
-#include "gs_checks.h"
-
-namespace {
-
-void gs_throw_if_error(const char* op, hipError_t err) {
-  if (err != hipSuccess) throw std::runtime_error(std::string(op) + ": launch failed: " + hipGetErrorString(err));
-}
-
-void combine_entry(const char* op, uintptr_t out, int out_code, uintptr_t expert_out, int eo_code,
-                   uintptr_t weights, uintptr_t shared, int sh_code, uintptr_t gate, int64_t T, int64_t K,
-                   int64_t H, int64_t out_st, int64_t eo_st, int64_t eo_sk, int64_t w_st, int64_t w_sk,
-                   int64_t sh_st, int64_t gate_st, double routed_scale, uintptr_t stream, int defect) {
-  // Refusals first: no pointer is read until every dtype, size and pointer has been checked.
-  gs_require_f32_or_bf16(op, "expert_out", eo_code);
-  gs_require_f32_or_bf16(op, "out", out_code);
-  if (shared != 0) gs_require_f32_or_bf16(op, "shared", sh_code);
-  gs_require(T >= 0 && K >= 0 && H >= 0, op, "sizes T, K, H must be >= 0");
-  gs_require_ptr(op, "out", out, T * H);
-  gs_require_ptr(op, "expert_out", expert_out, T * K * H);
-  gs_require_ptr(op, "weights", weights, T * K);
-  gs_require(defect == 0 || defect == 1, op, "defect must be 0 (production) or 1 (truncating bf16 store)");
-  CombineArgs a{reinterpret_cast<void*>(out), reinterpret_cast<const void*>(expert_out),
-                reinterpret_cast<const float*>(weights), reinterpret_cast<const void*>(shared),
-                reinterpret_cast<const float*>(gate), T, K, H, out_st, eo_st, eo_sk, w_st, w_sk, sh_st, gate_st,
-                static_cast<float>(routed_scale), defect};
-  gs_throw_if_error(op, gs_moe_combine_launch(a, eo_code, sh_code, out_code, reinterpret_cast<hipStream_t>(stream)));
-}
-
 }  // namespace
 
-PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe MoE combine/gate kernels (HIP source; built by kernels/common/native.py)";
-  m.def(
-      "moe_combine",
-      [](uintptr_t out, int out_code, uintptr_t expert_out, int eo_code, uintptr_t weights, uintptr_t shared,
-         int sh_code, int64_t T, int64_t K, int64_t H, int64_t out_st, int64_t eo_st, int64_t eo_sk, int64_t w_st,
-         int64_t w_sk, int64_t sh_st, double routed_scale, uintptr_t stream, int defect) {
-        combine_entry("moe_combine", out, out_code, expert_out, eo_code, weights, shared, sh_code, 0, T, K, H,
-                      out_st, eo_st, eo_sk, w_st, w_sk, sh_st, 0, routed_scale, stream, defect);
-      });
-  m.def(
-      "moe_combine_gate",
-      [](uintptr_t out, int out_code, uintptr_t expert_out, int eo_code, uintptr_t weights, uintptr_t shared,
-         int sh_code, uintptr_t gate, int64_t T, int64_t K, int64_t H, int64_t out_st, int64_t eo_st,
-         int64_t eo_sk, int64_t w_st, int64_t w_sk, int64_t sh_st, int64_t gate_st, double routed_scale,
-         uintptr_t stream, int defect) {
-        const char* op = "moe_combine_gate";
-        gs_require_f32_or_bf16(op, "shared", sh_code);
-        gs_require_ptr(op, "shared", shared, T * H);
-        gs_require_ptr(op, "gate_logit", gate, T);
-        // With T*H == 0 nothing is written; a null shared would otherwise select plain combine silently.
-        combine_entry(op, out, out_code, expert_out, eo_code, weights, shared, sh_code, shared ? gate : 0, T, K, H,
-                      out_st, eo_st, eo_sk, w_st, w_sk, sh_st, gate_st, routed_scale, stream, defect);
-      });
-  m.def("shared_expert_gate",
-        [](uintptr_t out, int out_code, uintptr_t gate, uintptr_t shared, int sh_code, int64_t T, int64_t C,
-           int64_t out_st, int64_t gate_st, int64_t sh_st, uintptr_t stream) {
-          const char* op = "shared_expert_gate";
-          gs_require_f32_or_bf16(op, "shared", sh_code);
-          gs_require_f32_or_bf16(op, "out", out_code);
-          gs_require(T >= 0 && C >= 0, op, "sizes T, C must be >= 0");
-          gs_require_ptr(op, "out", out, T * C);
-          gs_require_ptr(op, "shared", shared, T * C);
-          gs_require_ptr(op, "gate_logit", gate, T);
-          gs_throw_if_error(op, gs_shared_expert_gate_launch(
-                                    reinterpret_cast<void*>(out), out_code, reinterpret_cast<const float*>(gate),
-                                    reinterpret_cast<const void*>(shared), sh_code, T, C, out_st, gate_st, sh_st,
-                                    reinterpret_cast<hipStream_t>(stream)));
-        });
-  m.attr("backend") = GS_BACKEND_NAME;
+// The entry points of moe_combine.h over the launchers above.
+const char* gs_moe_combine_run(const CombineArgs& a, int eo_code, int sh_code, int out_code, uintptr_t stream) {
+  const hipError_t err = gs_moe_combine_launch(a, eo_code, sh_code, out_code, reinterpret_cast<hipStream_t>(stream));
+  return err == hipSuccess ? nullptr : hipGetErrorString(err);
 }
-#endif
+
+const char* gs_shared_expert_gate_run(void* out, int out_code, const float* gate, const void* shared, int sh_code,
+                                      int64_t T, int64_t C, int64_t out_st, int64_t gate_st, int64_t sh_st,
+                                      uintptr_t stream) {
+  const hipError_t err = gs_shared_expert_gate_launch(out, out_code, gate, shared, sh_code, T, C, out_st, gate_st,
+                                                      sh_st, reinterpret_cast<hipStream_t>(stream));
+  return err == hipSuccess ? nullptr : hipGetErrorString(err);
+}
+
+const char* gs_moe_combine_backend() { return GS_BACKEND_NAME; }
