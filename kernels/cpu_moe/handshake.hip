@@ -25,25 +25,21 @@
 // caller captures between the halves depends on the notify node, and the wait node depends on that work.
 // FLAG_INJECT_UNRECORDED (fault injection) issues the memops on a private non-capturing stream instead: they
 // run once during capture and never on replay, the ROCm failure shape, reproduced on CUDA.
+//
+// The Python module is this file and its pybind11 layer handshake.bind.cpp (over the entry points of
+// handshake.h), built into one module by kernels/common/native.py.
 #include "hip_compat.h"
-
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "handshake.h"
 
 #include <chrono>
 #include <cstdint>
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
-namespace py = pybind11;
+namespace gs_handshake {
 
-namespace {
-
-constexpr int kModeMemop = 0, kModeHostFn = 1;
-constexpr int kFlagExplicitNodes = 1, kFlagInjectUnrecorded = 2;
 // Which halves of the memop handshake to enqueue (enqueue: both; enqueue_notify / enqueue_wait: one).
 constexpr int kPartNotify = 1, kPartWait = 2;
 
@@ -338,53 +334,34 @@ void enqueue_wait(uintptr_t stream_handle, int mode, int flags, uintptr_t d_out,
 // another thread while a global-mode capture is open would invalidate that capture).
 void mark_word(void* word) { __atomic_store_n(static_cast<uint32_t*>(word), 1u, __ATOMIC_RELEASE); }
 
-py::tuple alloc_mapped(size_t bytes) {
+std::pair<uintptr_t, uintptr_t> alloc_mapped(size_t bytes) {
   if (bytes == 0) throw std::invalid_argument("alloc_mapped: bytes must be > 0");
   void* host = nullptr;
   check(hipHostMalloc(&host, bytes, hipHostMallocMapped | hipHostMallocPortable), "hipHostMalloc(mapped)");
   memset(host, 0, bytes);
   void* dev = nullptr;
   check(hipHostGetDevicePointer(&dev, host, 0), "hipHostGetDevicePointer");
-  return py::make_tuple(reinterpret_cast<uintptr_t>(host), reinterpret_cast<uintptr_t>(dev));
+  return {reinterpret_cast<uintptr_t>(host), reinterpret_cast<uintptr_t>(dev)};
 }
 
-}  // namespace
-
-PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe CPU MoE handshake: GPU side (copies, memops or host function, node inspection)";
-  m.attr("MODE_MEMOP") = kModeMemop;
-  m.attr("MODE_HOSTFN") = kModeHostFn;
-  m.attr("FLAG_EXPLICIT_NODES") = kFlagExplicitNodes;
-  m.attr("FLAG_INJECT_UNRECORDED") = kFlagInjectUnrecorded;
-  // Integers only, so the GIL is released: the unrecorded-memop fault synchronizes a side stream until the CPU
-  // service answers, and a Python watchdog thread must be able to run meanwhile (cpu_moe.wait_guard).
-  m.def("enqueue", &enqueue, py::call_guard<py::gil_scoped_release>());
-  // The two halves of `enqueue` for overlap on; the same GIL release (the fault's wait synchronizes too).
-  m.def("enqueue_notify", &enqueue_notify, py::call_guard<py::gil_scoped_release>());
-  m.def("enqueue_wait", &enqueue_wait, py::call_guard<py::gil_scoped_release>());
-  // Their host functions' addresses: plain C++ with no GPU call, so tests run them on a thread without a device
-  // (tests/test_handshake.py, against the real executor's service thread and the watchdog).
-  m.def("host_fns", [] {
-    return std::map<std::string, uintptr_t>{{"post_req", reinterpret_cast<uintptr_t>(&post_req)},
-                                            {"await_done", reinterpret_cast<uintptr_t>(&await_done)}};
-  });
-  m.def("alloc_mapped", &alloc_mapped, py::arg("bytes"));
-  m.def("free_mapped", [](uintptr_t host) { check(hipHostFree(as_ptr(host)), "hipHostFree"); });
-  m.def("copy", [](uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
-    check(hipMemcpyAsync(as_ptr(dst), as_ptr(src), bytes, hipMemcpyDefault, as_stream(stream)), "hipMemcpyAsync");
-  });
-  m.def("sync", [](uintptr_t stream) {
-    py::gil_scoped_release nogil;  // the hostfn mode's callback may need the GIL-free executor meanwhile
-    check(hipStreamSynchronize(as_stream(stream)), "hipStreamSynchronize");
-  });
-  m.def(
-      "mark_done",
-      [](uintptr_t stream, uintptr_t word) {
-        if (!word) throw std::invalid_argument("mark_done: word pointer is null");
-        check(hipLaunchHostFunc(as_stream(stream), reinterpret_cast<hipHostFn_t>(&mark_word), as_ptr(word)),
-              "hipLaunchHostFunc(mark_done)");
-      },
-      py::arg("stream"), py::arg("word"),
-      "Enqueue a host function that stores 1 into the host word `word` once the stream's prior work is done.");
-  m.def("is_capturing", [](uintptr_t stream) { return capturing(as_stream(stream)); });
+std::map<std::string, uintptr_t> host_fns() {
+  return {{"post_req", reinterpret_cast<uintptr_t>(&post_req)}, {"await_done", reinterpret_cast<uintptr_t>(&await_done)}};
 }
+
+void free_mapped(uintptr_t host) { check(hipHostFree(as_ptr(host)), "hipHostFree"); }
+
+void copy(uintptr_t dst, uintptr_t src, size_t bytes, uintptr_t stream) {
+  check(hipMemcpyAsync(as_ptr(dst), as_ptr(src), bytes, hipMemcpyDefault, as_stream(stream)), "hipMemcpyAsync");
+}
+
+void sync(uintptr_t stream) { check(hipStreamSynchronize(as_stream(stream)), "hipStreamSynchronize"); }
+
+void mark_done(uintptr_t stream, uintptr_t word) {
+  if (!word) throw std::invalid_argument("mark_done: word pointer is null");
+  check(hipLaunchHostFunc(as_stream(stream), reinterpret_cast<hipHostFn_t>(&mark_word), as_ptr(word)),
+        "hipLaunchHostFunc(mark_done)");
+}
+
+bool is_capturing(uintptr_t stream) { return capturing(as_stream(stream)); }
+
+}  // namespace gs_handshake

@@ -1,5 +1,6 @@
-// graph_platform.hip -- native helpers for the platform conformance cases (cases/platform/). Built as a pybind11
-// module by kernels/common/native.py; wrapped as torch custom ops in ops.py. No torch headers: pointers, sizes
+// graph_platform.hip -- native helpers for the platform conformance cases (cases/platform/). Built with its
+// pybind11 layer (graph_platform.bind.cpp, over the entry points of graph_platform.h) into one module by
+// kernels/common/native.py; wrapped as torch custom ops in ops.py. No torch headers: pointers, sizes
 // and streams travel as integers. A captured graph's node kinds come from the harness
 // (harness.native.graph_node_kinds), which shows whether a stream memop became a BATCH_MEM_OP node or ran
 // during capture (ROCm before rocm-systems#8911 executes them at capture and records nothing).
@@ -11,9 +12,7 @@
 //   * Copy, host-function and memop sequences, each with the failure shape of a known platform bug.
 //   * Isolation controls: a kernel that faults, a kernel that spins on a flag nobody sets, and abort().
 #include "hip_compat.h"
-
-#include <pybind11/pybind11.h>
-#include <pybind11/stl.h>
+#include "graph_platform.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -21,9 +20,7 @@
 #include <string>
 #include <vector>
 
-namespace py = pybind11;
-
-namespace {
+namespace gs_platform {
 
 void check(hipError_t err, const char* what) {
   if (err != hipSuccess) {
@@ -324,29 +321,7 @@ void spin_until_flag(uintptr_t flag, double limit_s, uintptr_t timed_out, uintpt
 
 [[noreturn]] void hard_abort() { std::abort(); }
 
-}  // namespace
+std::string error_name(int code) { return hipGetErrorName(static_cast<hipError_t>(code)); }
+std::string error_string(int code) { return hipGetErrorString(static_cast<hipError_t>(code)); }
 
-PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe platform conformance helpers (graph node kinds, slots, copies, host functions, memops)";
-  m.def("slot_create", &slot_create, py::arg("n"));
-  m.def("slot_host_calls", &slot_host_calls, py::arg("slot"));
-  m.def("slot_flag", &slot_flag, py::arg("slot"));
-  m.def("copy_roundtrip", &copy_roundtrip, py::arg("slot"), py::arg("x"), py::arg("y"), py::arg("n"),
-        py::arg("stream"));
-  m.def("memset_async", &memset_async, py::arg("ptr"), py::arg("value"), py::arg("bytes"), py::arg("stream"));
-  m.def("host_affine", &host_affine, py::arg("slot"), py::arg("x"), py::arg("y"), py::arg("n"), py::arg("stream"),
-        py::arg("simulate_refusal") = false);
-  m.def("host_affine_at_enqueue", &host_affine_at_enqueue, py::arg("slot"), py::arg("x"), py::arg("y"),
-        py::arg("n"), py::arg("stream"), py::arg("capturing"));
-  m.def("memop_affine", &memop_affine, py::arg("slot"), py::arg("x"), py::arg("y"), py::arg("n"),
-        py::arg("stream"), py::arg("memop_stream"));
-  m.def("cell_create", &cell_create);
-  m.def("cell_set", &cell_set, py::arg("host_cell"), py::arg("value"));
-  m.def("affine_indirect", &affine_indirect, py::arg("dev_cell"), py::arg("y"), py::arg("n"), py::arg("stream"));
-  m.def("illegal_address", &illegal_address, py::arg("stream"));
-  m.def("spin_until_flag", &spin_until_flag, py::arg("flag"), py::arg("limit_s"), py::arg("timed_out"),
-        py::arg("stream"));
-  m.def("hard_abort", &hard_abort);
-  m.def("error_name", [](int code) { return std::string(hipGetErrorName(static_cast<hipError_t>(code))); });
-  m.def("error_string", [](int code) { return std::string(hipGetErrorString(static_cast<hipError_t>(code))); });
-}
+}  // namespace gs_platform
