@@ -16,6 +16,7 @@ import shlex
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,11 @@ class UsageError(Exception):
 class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM during a run: the reports are written, marked incomplete, then exit 130."""
 
+
+# Where a run's time went (harness.cli.RunClock): from this module's import (the interpreter and torch are
+# already loaded by then) to the reports.
+_IMPORTED_AT = time.monotonic()
+SLOWEST_SHOWN = 5
 
 EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
@@ -336,6 +342,33 @@ def _prebuild(cases: list[Case], backend: str) -> None:
         native_build.prebuild(builds, on_event=progress.event)
 
 
+class RunClock:
+    """Phase times of one `verify` run and each case's seconds: written to the run's times.csv and summed up
+    in one line on stderr, so a slow run says whether builds, definition checks, cases or reports took the
+    time, and which cases."""
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, float]] = [("start", _IMPORTED_AT)]
+        self.cases: list[tuple[str, float]] = []
+
+    def mark(self, phase_done: str) -> None:
+        self.marks.append((phase_done, time.monotonic()))
+
+    def phases(self) -> list[tuple[str, float]]:
+        return [(name, t - self.marks[i][1]) for i, (name, t) in enumerate(self.marks[1:])]
+
+    def write(self, run_dir: Path, workers: int) -> None:
+        rows = [("phase", name, s) for name, s in self.phases()]
+        rows += [("case", name, s) for name, s in sorted(self.cases, key=lambda c: -c[1])]
+        lines = ["kind,name,seconds"] + [f"{k},{n},{s:.3f}" for k, n, s in rows]
+        with contextlib.suppress(OSError):  # a report dir that cannot be written is reported elsewhere
+            (run_dir / "times.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        phases = ", ".join(f"{name} {s:.1f}s" for name, s in self.phases())
+        slowest = sorted(self.cases, key=lambda c: -c[1])[:SLOWEST_SHOWN]
+        tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
+        print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
+
+
 def run_verify(
     args: argparse.Namespace, cases: list[Case]
 ) -> tuple[list[Result], Path, dict[str, Any] | None]:
@@ -360,8 +393,11 @@ def run_verify(
     devices = torch.cuda.device_count() if backend == "gpu" else 0
     jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
     state: dict[str, Any] = {"writer": None, "progress": None}
+    clock = RunClock()
+    clock.mark("loading cases")
 
     def start_writing(validated: list[Validated]) -> None:
+        clock.mark("definition checks")
         try:
             check_bounds(validated, options, jobs)
         except BoundsError as exc:
@@ -373,6 +409,8 @@ def run_verify(
         state["progress"] = Progress(len(cases))
 
     def on_result(result: Result) -> None:
+        if result.seconds is not None:
+            clock.cases.append((result.case, result.seconds))
         state["writer"].add(result)
         state["progress"].update(result.case, result.ok)
 
@@ -380,6 +418,7 @@ def run_verify(
     previous_term = _raise_on_sigterm()
     try:
         _prebuild(cases, backend)  # inside: a failure or an interrupt here still releases the report dir
+        clock.mark("builds")
         if args.no_isolate:
             run_in_process(cases, options, on_result, validated=start_writing)
         else:
@@ -412,6 +451,7 @@ def run_verify(
         if state["progress"] is not None:
             state["progress"].close()
         if writer is not None:
+            clock.mark("cases")
             status = writer.close(stopped)
             if writer.write_error:
                 print(f"graphsafe: error: {writer.write_error}", file=sys.stderr)
@@ -421,6 +461,8 @@ def run_verify(
                 )
             except OSError as exc:
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
+            clock.mark("reports")
+            clock.write(run_dir, jobs)
         claim.release()
         _restore_signals(held)
     return writer.results, run_dir, status

@@ -47,6 +47,9 @@ class Result:
     backend: str
     rows: list[Row] = field(default_factory=list)
     detail: str = ""
+    # Wall seconds from handing the case to its worker to its result (None where not timed); the run's
+    # times.csv, not results.csv, records it.
+    seconds: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -179,6 +179,7 @@ def run_in_process(
             ]
         )
     for case in cases:
+        start = time.monotonic()
         result = check(
             case,
             options.backend,
@@ -187,6 +188,7 @@ def run_in_process(
             rebuilds=options.rebuilds,
             live_graphs=options.live_graphs,
         )
+        result.seconds = time.monotonic() - start
         on_result(result)
 
 
@@ -219,6 +221,7 @@ def run_isolated(
 
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
+        result.seconds = time.monotonic() - worker.started
         on_result(result)
 
     def validate_done(worker: _Worker, message: dict) -> None:

@@ -83,6 +83,14 @@ def test_user_case_file_outside_repo_gets_right_verdicts(tmp_path: Path) -> None
     assert verdicts == {"user_ok": "pass", "user_stale": "stale_replay"}
     for name in ("results.csv", "summary.md", "junit.xml"):
         assert (out / name).is_file()
+    # Where the time went: every phase once, every case once, and the one line on stderr that sums it up.
+    with (out / "times.csv").open() as f:
+        times = list(csv.DictReader(f))
+    phases = [t["name"] for t in times if t["kind"] == "phase"]
+    assert phases == ["loading cases", "builds", "definition checks", "cases", "reports"]
+    assert sorted(t["name"] for t in times if t["kind"] == "case") == ["user_ok", "user_stale"]
+    assert all(float(t["seconds"]) >= 0 for t in times)
+    assert "graphsafe: time (1 worker): loading cases" in proc.stderr and "slowest: user_" in proc.stderr
 
 
 def test_exit_one_when_a_verdict_differs_from_expectation(tmp_path: Path) -> None:
