@@ -15,6 +15,9 @@ Configurations: aiter PR #5831's 13 shape/layout configurations (K=96: a partial
 one K chunk; ragged [0,7,64,1,100,0,84,0] with zero-token experts; NK-view vs KN-copy layouts; decode
 1 token per expert; top-k routing with -1 padding and foreign experts under expert parallelism) run in
 mxfp8; every other format runs the 3 configurations that stress its layout (K=96, ragged, EP top-k).
+Decode (1 token per expert) runs in mxfp8 (the CUDA-core kernel, its zero-fill folded into its own grid) and
+mxfp4 (the tensor-core ring kernel) with NaN rows, slack rows and empty experts; mxfp4 also runs the prefill
+configurations (the ring kernel in 16-row groups).
 """
 
 from __future__ import annotations
@@ -66,8 +69,15 @@ CONFIGS = (
     Config("one_hot_expert", 8, 64, 64, 16, sizes=(0, 0, 0, 50, 0, 0, 0, 0)),
 )
 PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign")
+# Decode slots of one row: experts draw 0 or 1 token per seed (empty experts change between A and B), 5 slack
+# rows no slot covers (zero-filled inside the op) and -1 surplus slots, and 2 NaN rows whose mask must follow
+# the seed. mxfp8 takes the CUDA-core kernel with its zero-fill blocks, mxfp4 the ring kernel (moe_gemm.hip).
+DECODE_CONFIGS = (Config("decode_1tok_nan_slack", 16, 72, 256, 1, sizes=(1,) * 16, slack=5, nan_rows=2),)
+DECODE_FORMATS = ("mxfp8", "mxfp4")
+MXFP4_CONFIGS = ("decode_1tok", "n127_k160_slack")
 # Slots of more than 16 rows in bf16/mxfp8/block_fp8 with the NK view take the prefill kernel on CUDA sm_80+
-# (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles). These reach it with empty experts and
+# (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles; mxfp4: the ring kernel looping over 16-row
+# groups). These reach it with empty experts and
 # uncovered rows (ragged + slack), a 256-column tile past N (N=300) and a partial stage (K=224: 7 chunks),
 # -1 slots and foreign experts (EP top-k), and NaN rows whose mask must follow the seed.
 PREFILL_CONFIGS = (
@@ -75,7 +85,7 @@ PREFILL_CONFIGS = (
     Config("prefill_bm64_topk_ep", 8, 136, 256, 64, tokens=96, topk=2, ep_foreign=True),
     Config("prefill_bm64_nan_rows", 4, 264, 128, 64, sizes=(70, 0, 40, 20), slack=5, nan_rows=3),
 )
-PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8")
+PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8", "mxfp4")
 
 
 @functools.lru_cache(maxsize=16)  # a shape search asks for many (E, N, K): keep the last few
@@ -219,9 +229,13 @@ def _search_call(reference: bool):
 
 
 def _register_all() -> None:
-    by_name = {c.name: c for c in CONFIGS + PREFILL_CONFIGS}
+    by_name = {c.name: c for c in CONFIGS + PREFILL_CONFIGS + DECODE_CONFIGS}
     for fmt in quant.FORMATS:
         names = [c.name for c in CONFIGS] if fmt == "mxfp8" else list(PER_FORMAT_CONFIGS)
+        if fmt == "mxfp4":
+            names += list(MXFP4_CONFIGS)
+        if fmt in DECODE_FORMATS:
+            names += [c.name for c in DECODE_CONFIGS]
         if fmt in PREFILL_FORMATS:
             names += [c.name for c in PREFILL_CONFIGS]
         for name in names:

@@ -71,6 +71,17 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
     moe_gemm_cpu(a, zero_unwritten);
   });
+  // The per-signature plan ops.py keeps (GsMoePlan in moe_gemm.hip); module_local: the GPU module has its own.
+  pybind11::class_<GsMoePlan>(m, "Plan", pybind11::module_local())
+      .def_readonly("workspace_bytes", &GsMoePlan::workspace_bytes);
+  m.def("plan", [](GS_MOE_GEMM_PATHARGS) { return GsMoePlan{GS_MOE_GEMM_MAKE_ARGS, block_m, 0}; });
+  m.def("run", [](GS_MOE_GEMM_RUNARGS) {
+    (void)workspace;  // the CPU twin reads x as it is; the plan's workspace size is 0
+    (void)stream;
+    GsMoeArgs a = gs_moe_plan_args(plan, x, w, s, g, map, out);
+    gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
+    moe_gemm_cpu(a, zero_unwritten);
+  });
   m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
     (void)block_m;
     (void)GS_MOE_GEMM_MAKE_ARGS;  // the same validation as moe_gemm

@@ -363,8 +363,34 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
 // order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
+// Zero-fill blocks of the CUDA-core kernel: gs_moe_gemm_launch adds grid rows past the S slots' and they zero
+// rows zb, zb + zn, ... iff no valid slot covers them (what gs_moe_prepare_rows does), so the CUDA-core path
+// is one launch per call: the second launch cost about 2-3 us of host time per eager call on the H200's host
+// (reports/measurements/h200-2026-12-01-session3-kernels). Rows no slot covers are disjoint from the rows
+// the slots' blocks write, so the two kinds of block need no order. Every thread of the block calls it.
+__device__ __forceinline__ void gs_zero_uncovered_rows(const GsMoeArgs& a, int64_t zb, int64_t zn) {
+  __shared__ int covered;
+  for (int64_t row = zb; row < a.R; row += zn) {
+    if (threadIdx.x == 0) covered = 0;
+    __syncthreads();
+    for (int64_t s = threadIdx.x; s < a.S; s += blockDim.x) {
+      const int32_t e = a.map[s * 3], r0 = a.map[s * 3 + 1], cnt = a.map[s * 3 + 2];
+      if (e >= 0 && e < a.E && row >= r0 && row < r0 + cnt) covered = 1;  // benign race: all write 1
+    }
+    __syncthreads();
+    if (!covered)
+      for (int64_t n = threadIdx.x; n < a.N; n += blockDim.x) a.out[row * a.N + n] = 0;
+    __syncthreads();  // `covered` is reset for the next row only after every thread has read it
+  }
+}
+
 template <int FMT, int MR, int DEC, int NC = GsTile<MR>::NC, int MINB = 1>
 __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a) {
+  if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
+    const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
+    gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
+    return;
+  }
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // surplus slot stamped -1 (aiter: ExptData == -1)
@@ -1537,9 +1563,11 @@ inline bool gs_moe_gemm_uses_mma(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
+// zero_rows: grid rows of zero-fill blocks after the S rows of slots (gs_zero_uncovered_rows), 0 for none.
 template <int FMT, int MR>
-inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream) {
-  dim3 grid(static_cast<unsigned>((a.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN), static_cast<unsigned>(a.S));
+inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t zero_rows) {
+  dim3 grid(static_cast<unsigned>((a.N + GsTile<MR>::kTileN - 1) / GsTile<MR>::kTileN),
+            static_cast<unsigned>(a.S + zero_rows));
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
@@ -1584,7 +1612,16 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
   const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
   if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
-  if (a.R > 0 && ((zero_unwritten && a.N > 0) || x16)) {
+  // The CUDA-core kernel folds the zero-fill into its own grid (gs_zero_uncovered_rows: one launch per call).
+  // Up to 4096 rows get a block each, more loop; an empty map or a grid past 65535 rows keeps the
+  // separate gs_moe_prepare_rows launch.
+  int64_t zero_rows = 0;
+  if (zero_unwritten && a.R > 0 && a.N > 0 && a.S > 0 && !gs_moe_gemm_uses_mma(a, block_m)) {
+    const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN, gx = (a.N + tile - 1) / tile;
+    zero_rows = ((a.R < 4096 ? a.R : 4096) + gx - 1) / gx;
+    if (a.S + zero_rows > 65535) zero_rows = 0;
+  }
+  if (a.R > 0 && ((zero_unwritten && a.N > 0 && zero_rows == 0) || x16)) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     GsMoeArgs pa = a;
     if (!x16) pa.xh = nullptr;
@@ -1638,11 +1675,11 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   // Rows per register tile: decode slots (1..16 rows) never loop; larger block_m loops over row groups.
 #define GS_LAUNCH(F)                                  \
   if (block_m <= 1)                                   \
-    gs_launch_cuda_core<F, 1>(a, stream);             \
+    gs_launch_cuda_core<F, 1>(a, stream, zero_rows);  \
   else if (block_m <= 4)                              \
-    gs_launch_cuda_core<F, 4>(a, stream);             \
+    gs_launch_cuda_core<F, 4>(a, stream, zero_rows);  \
   else                                                \
-    gs_launch_cuda_core<F, 16>(a, stream);
+    gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
   GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
 #undef GS_LAUNCH
   return hipGetLastError();
@@ -1701,22 +1738,74 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
 #define GS_MOE_GEMM_MAKE_ARGS \
   gs_moe_make_args(fmt, x, x_sr, R, K, N, E, w, w_se, w_sk, w_sn, s, s_se, s_sk, s_sn, s_kblk, s_nblk, g, g_se, map, S, out)
 
+// One checked argument signature (kernels/moe_gemm/ops.py keeps one per signature and calls `run` with it):
+// the arguments of the probe call that `plan` checked, its block_m and workspace size. An eager call then
+// hands over 9 values instead of 26 (pybind converts each one). gs_moe_plan_args puts a call's pointers in
+// and refuses what the probe's checks would refuse for them: a null pointer that has elements, or x / w off
+// the 16-byte alignment the probe's kernel choice used (ops.py's key holds both alignments).
+struct GsMoePlan {
+  GsMoeArgs a;
+  int64_t block_m;
+  int64_t workspace_bytes;
+};
+inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g,
+                                  uintptr_t map, uintptr_t out) {
+  const char* op = "moe_gemm";
+  GsMoeArgs a = p.a;
+  gs_require_ptr(op, "x", x, a.R * a.K);
+  gs_require_ptr(op, "w", w, a.N * a.K);
+  gs_require_ptr(op, "block_map", map, a.S * 3);
+  gs_require_ptr(op, "out", out, a.R * a.N);
+  if (a.fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, a.N * a.K);
+  if (a.fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, a.E);
+  gs_require((!a.vec_x || x % 16 == 0) && (!a.vec_w || w % 16 == 0), op,
+             "x and w must keep the 16-byte alignment of the call the plan was made for");
+  a.x = reinterpret_cast<const uint16_t*>(x);
+  a.w = reinterpret_cast<const uint8_t*>(w);
+  a.s = reinterpret_cast<const uint8_t*>(s);
+  a.g = reinterpret_cast<const float*>(g);
+  a.map = reinterpret_cast<const int32_t*>(map);
+  a.out = reinterpret_cast<uint16_t*>(out);
+  return a;
+}
+#define GS_MOE_GEMM_RUNARGS                                                                                  \
+  const GsMoePlan &plan, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g, uintptr_t map, uintptr_t out, \
+      int zero_unwritten, uintptr_t workspace, uintptr_t stream
+
 #ifndef GS_BACKEND_HOST
+// The GPU entry's checks of zero_unwritten and the workspace, then the launch.
+inline void gs_moe_gemm_entry(GsMoeArgs a, int64_t block_m, int zero_unwritten, uintptr_t workspace,
+                              int64_t workspace_bytes, int64_t need, uintptr_t stream) {
+  gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
+  gs_require(workspace_bytes >= need && (need == 0 || (workspace != 0 && workspace % 16 == 0)), "moe_gemm",
+             "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
+             "at least workspace_bytes() = " + std::to_string(need));
+  if (need > 0) {
+    a.xh = reinterpret_cast<uint16_t*>(workspace);
+    a.x_rs = reinterpret_cast<float*>(workspace + static_cast<uintptr_t>(a.R * a.K * 2));
+  }
+  hipError_t err = gs_moe_gemm_launch(a, static_cast<int>(block_m), zero_unwritten, reinterpret_cast<hipStream_t>(stream));
+  if (err != hipSuccess) throw std::runtime_error(std::string("moe_gemm: launch failed: ") + hipGetErrorString(err));
+}
+
 PYBIND11_MODULE(GS_MODULE_NAME, m) {
   m.doc() = "graphsafe grouped quantized MoE GEMM (HIP source; built by kernels/common/native.py)";
   m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
     GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
-    gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
-    const int64_t need = gs_moe_workspace_bytes(a, static_cast<int>(block_m));
-    gs_require(workspace_bytes >= need && (need == 0 || (workspace != 0 && workspace % 16 == 0)), "moe_gemm",
-               "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
-               "at least workspace_bytes() = " + std::to_string(need));
-    if (need > 0) {
-      a.xh = reinterpret_cast<uint16_t*>(workspace);
-      a.x_rs = reinterpret_cast<float*>(workspace + static_cast<uintptr_t>(a.R * a.K * 2));
-    }
-    hipError_t err = gs_moe_gemm_launch(a, static_cast<int>(block_m), zero_unwritten, reinterpret_cast<hipStream_t>(stream));
-    if (err != hipSuccess) throw std::runtime_error(std::string("moe_gemm: launch failed: ") + hipGetErrorString(err));
+    gs_moe_gemm_entry(a, block_m, zero_unwritten, workspace, workspace_bytes,
+                      gs_moe_workspace_bytes(a, static_cast<int>(block_m)), stream);
+  });
+  // module_local: the CPU module registers its own Plan type (both load into one process).
+  pybind11::class_<GsMoePlan>(m, "Plan", pybind11::module_local())
+      .def_readonly("workspace_bytes", &GsMoePlan::workspace_bytes);
+  m.def("plan", [](GS_MOE_GEMM_PATHARGS) {
+    GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
+    return GsMoePlan{a, block_m, gs_moe_workspace_bytes(a, static_cast<int>(block_m))};
+  });
+  // The plan's workspace size is the one the plan call asked for; a buffer of that size is required.
+  m.def("run", [](GS_MOE_GEMM_RUNARGS) {
+    gs_moe_gemm_entry(gs_moe_plan_args(plan, x, w, s, g, map, out), plan.block_m, zero_unwritten, workspace,
+                      plan.workspace_bytes, plan.workspace_bytes, stream);
   });
   m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
     return std::string(gs_moe_gemm_uses_mma(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m)) ? "tensor_core" : "cuda_core");

@@ -2,7 +2,8 @@
 
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
 g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
-argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call. The GPU's CUDA-core kernel does the CPU twin's f32
+argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call of 10
+arguments with the signature's C++ plan (moe_gemm.hip, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
 and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows and all of
 MXFP4: the shared-memory ring kernel; larger: 64 x 256 shared-memory tiles per block), deterministic and
@@ -121,11 +122,11 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
 
 
 # A plan is what _validate concludes for one argument signature (shapes, strides, dtypes, devices, fmt,
-# block_m, and whether x and w start on 16 bytes, which picks the kernel): the module, the sizes and strides
-# handed to C++ and the workspace the launch needs. Each signature is checked once and asks C++ for its
-# workspace size once; later calls build a key, look it up and make one pybind call (the per-call host cost
-# bench/moe_gemm.py reports as host_us). Bounded: a server whose token count changes every step meets a
-# few thousand keys.
+# block_m, and whether x and w start on 16 bytes, which picks the kernel): the module, the output size and
+# the C++ plan (GsMoePlan: the checked sizes, strides and kernel flags, and the workspace the launch needs).
+# Each signature is checked once; later calls build a key, look it up and make one pybind call with the C++
+# plan and the pointers (the per-call host cost bench/moe_gemm.py reports as host_us). Bounded: a server
+# whose token count changes every step meets a few thousand keys.
 _PLANS: dict[tuple, tuple] = {}
 _PLAN_LIMIT = 4096
 
@@ -142,11 +143,10 @@ def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
     probe_map = block_map.contiguous()
     probe_out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
     module, args = module_and_args(x, w, w_scale, w_global, probe_map, fmt, probe_out, block_m)
-    nbytes = module.workspace_bytes(*args)
+    cplan = module.plan(*args)
     if len(_PLANS) >= _PLAN_LIMIT:
         _PLANS.clear()
-    # args with the pointers (x 1, w 7, scale 11, global 17, block_map 19, out 21) filled per call
-    plan = (module, index, r, n, not block_map.is_contiguous(), nbytes, tuple(args))
+    plan = (module, index, r, n, not block_map.is_contiguous(), cplan.workspace_bytes, cplan)
     _PLANS[key] = plan
     return plan
 
@@ -168,18 +168,16 @@ def moe_gemm_impl(
     plan = _PLANS.get(key)
     if plan is None:
         plan = _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m)
-    module, index, r, n, copy_map, nbytes, a = plan
+    module, index, r, n, copy_map, nbytes, cplan = plan
     if copy_map:
         block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
-    out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
-    # The fp8 ring path reads x as row-scaled f16 that the op's first kernel writes here (moe_gemm.hip,
+    out = x.new_empty(r, n)  # bf16 on x's device, as _validate requires of x
+    # The fp8/mxfp4 ring path reads x as row-scaled f16 that the op's first kernel writes here (moe_gemm.hip,
     # gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read.
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
-    module.moe_gemm(
-        a[0], xp, a[2], a[3], a[4], a[5], a[6], wp, a[8], a[9], a[10],
-        w_scale.data_ptr() if w_scale is not None else 0, a[12], a[13], a[14], a[15], a[16],
-        w_global.data_ptr() if w_global is not None else 0, a[18], block_map.data_ptr(), a[20], out.data_ptr(),
-        block_m, int(zero_unwritten), 0 if workspace is None else workspace.data_ptr(), nbytes,
+    module.run(
+        cplan, xp, wp, 0 if w_scale is None else w_scale.data_ptr(), 0 if w_global is None else w_global.data_ptr(),
+        block_map.data_ptr(), out.data_ptr(), int(zero_unwritten), 0 if workspace is None else workspace.data_ptr(),
         0 if index < 0 else torch._C._cuda_getCurrentRawStream(index),
     )  # fmt: skip
     return out
