@@ -40,7 +40,9 @@ from harness.runner import (
     BoundsError,
     RunOptions,
     Validated,
+    case_seconds_history,
     check_bounds,
+    remember_case_seconds,
     run_in_process,
     run_isolated,
 )
@@ -425,7 +427,15 @@ def run_verify(
             sources = list(args.case)
             suites = [] if sources else default_suites()
             run_isolated(
-                cases, sources, options, jobs, devices, on_result, suites=suites, validated=start_writing
+                cases,
+                sources,
+                options,
+                jobs,
+                devices,
+                on_result,
+                suites=suites,
+                validated=start_writing,
+                expected_seconds=case_seconds_history(backend),
             )
     except Interrupted as exc:
         stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
@@ -463,6 +473,7 @@ def run_verify(
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
             clock.mark("reports")
             clock.write(run_dir, jobs)
+            remember_case_seconds(backend, dict(clock.cases))
         claim.release()
         _restore_signals(held)
     return writer.results, run_dir, status

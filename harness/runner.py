@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import math
 import os
 import selectors
 import signal
@@ -24,7 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,15 +202,17 @@ def run_isolated(
     on_result: Callable[[Result], None],
     suites: Sequence[str] = (),
     validated: Callable[[list[Validated]], None] | None = None,
+    expected_seconds: Mapping[str, float] | None = None,
 ) -> None:
     """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
+    `expected_seconds` (case_seconds_history): cases start longest first.
 
     Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
     runs anything: together they must register every case in `cases`. A case file that changed since
     `sources` were read is refused by the worker that loads it (CaseFileError): the run never mixes two
     versions of a case.
     """
-    pending = list(cases)
+    pending = longest_first(cases, expected_seconds or {})
     load = {"case_sources": list(sources), "suites": list(suites), "digests": file_digests(sources)}
     selector = selectors.DefaultSelector()
     workers: dict[int, _Worker] = {}
@@ -321,6 +324,44 @@ def run_isolated(
             _kill(worker)
             _close(worker, selector)
         selector.close()
+
+
+def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:
+    """Cases by the seconds this machine took for them last time, longest first; cases never timed keep their
+    order, at the front. A long case started last holds the run's end while the other workers sit idle
+    (H200, 8 workers: a 20 s timeout control among 195 s of cases)."""
+    return sorted(cases, key=lambda c: -history.get(c.name, math.inf))
+
+
+def _case_seconds_path() -> Path:
+    from harness.native.build import cache_dir  # the machine's cache folder, beside the build cache
+
+    return cache_dir() / "case_seconds.json"
+
+
+def case_seconds_history(backend: str) -> dict[str, float]:
+    """Seconds each case took the last time it ran on this machine with this backend ({} when unknown)."""
+    try:
+        data = json.loads(_case_seconds_path().read_text())
+        return {str(k): float(v) for k, v in data.get(backend, {}).items()}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return {}
+
+
+def remember_case_seconds(backend: str, seconds: Mapping[str, float]) -> None:
+    """Merge this run's case times into the history (best effort: a read-only cache only loses the order)."""
+    path = _case_seconds_path()
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+        if not isinstance(data, dict):
+            data = {}
+        data.setdefault(backend, {}).update({k: round(v, 3) for k, v in seconds.items()})
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, sort_keys=True))
+        os.replace(tmp, path)
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass
 
 
 def _spawn(index: int, load: dict, devices: int, jobs: int, selector: selectors.BaseSelector) -> _Worker:

@@ -235,3 +235,24 @@ def test_jobs_default_and_caps(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert "capped to 8" in capsys.readouterr().err
     assert capped_jobs(64, "gpu", 4) == 16  # the cores bound it before 4 GPUs x 8 do
     assert capped_jobs(64, "cpu", 0) == 16
+
+
+def test_cases_start_longest_first_from_the_remembered_times(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run's case seconds are remembered per backend in the cache folder; the next run starts the cases
+    never timed first (in their order), then the rest longest first."""
+    from harness import Case
+    from harness.runner import case_seconds_history, longest_first, remember_case_seconds
+
+    monkeypatch.setenv("GRAPHSAFE_CACHE_DIR", str(tmp_path))
+    assert case_seconds_history("gpu") == {}
+    remember_case_seconds("gpu", {"a": 1.0, "b": 20.0})
+    remember_case_seconds("gpu", {"c": 5.0})
+    remember_case_seconds("cpu", {"a": 99.0})
+    history = case_seconds_history("gpu")
+    assert history == {"a": 1.0, "b": 20.0, "c": 5.0}
+    cases = [Case(n, lambda seed, device: {}, lambda: None) for n in ("a", "new1", "b", "c", "new2")]
+    assert [c.name for c in longest_first(cases, history)] == ["new1", "new2", "b", "c", "a"]
+    (tmp_path / "case_seconds.json").write_text("not json")
+    assert case_seconds_history("gpu") == {}
