@@ -185,8 +185,8 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
     dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
     gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB><<<grid, kMmaWarps * 32, smem>>>(a);          \
   })
-    RING4(4, 3, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4)
-    RING4(4, 2, 4);
+    RING4(4, 2, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4)
+    RING4(4, 3, 4);
     RING4(4, 4, 3);
     RING4(2, 3, 5);
     RING4(2, 4, 5);

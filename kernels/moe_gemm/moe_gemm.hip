@@ -239,7 +239,7 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
 #if defined(GS_BACKEND_CUDA)
-#include <type_traits>  // std::integral_constant: the ring and prefill kernels' variants of their chunk loops
+#include <type_traits>  // std::true_type: the ring and prefill kernels' variants of their chunk loops
 #include <cuda_fp8.h>  // __nv_cvt_fp8x2_to_halfraw2: cvt.rn.f16x2.e4m3x2, one instruction per 2 weights on sm_89+
 #endif
 
@@ -686,9 +686,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 //    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
 //    the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B fragment read distinct banks;
 //  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 64-byte stage rows,
-//    decoded to f16x2 by gs_e2m1x8_to_f16x2_ring; x as below, in that decode's pair order. When every E8M0
-//    byte of the warp's columns in a stage lies in 104..128 the decode's multiply applies the scale too and
-//    the chunks accumulate in the tensor core directly (gs_e2m1_ring_scale); else the MXFP8 scale path below;
+//    decoded to f16x2 by gs_e2m1x8_to_f16x2_ring; x as below, in that decode's pair order; scales as MXFP8's;
 //  * fp8 weights (mxfp8, block_fp8) reach the tensor core as f16 through the sm_89+ hardware conversion
 //    (gs_e4m3x2_to_f16x2: exact, NaN kept, one instruction per 2 weights; the bf16 decode took 5) and meet
 //    x as f16: gs_moe_prepare_rows scales each x row by a power of two so that its largest magnitude lies in
@@ -704,10 +702,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
-// MXFP4 moves half the bytes per stage of MXFP8 (64 per column), so its ring keeps 3 stages (41.5 KB of
-// shared memory per block at 4 n8 tiles per warp; 4 blocks per SM fit in the H200's 228 KB).
+// MXFP4's ring tiling: 4 n8 tiles per warp and 2 stages, the best of the sweep in bench/moe_gemm_variants.cu
+// (Hy4-TP8 1 token per expert on the H200: 2 stages 0.1128 / 0.1190 ms against 3 stages 0.1155 / 0.1240 in two
+// runs; 2 tiles or 4 stages 0.123-0.146 ms: reports/measurements/h200-2026-12-01-session3-kernels).
 constexpr int kRingNtMxfp4 = 4;
-constexpr int kRingStagesMxfp4 = 3;
+constexpr int kRingStagesMxfp4 = 2;
 
 __device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -774,29 +773,18 @@ __device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
 // The ring kernel's e2m1 decode: one word of 8 nibbles (K elements 8t..8t+7 of a column; element 2i in byte
 // i's low nibble, 2i + 1 in its high one) -> four f16x2 B-fragment words, exactly. A nibble S.EE.M placed as
 // f16 bits S000EEM0 in a half's high byte reads value * 2^-14 (EE = 0 lands on f16 subnormals, like e2m1's
-// own), so one f16 multiply by m = 2^14, or by 2^14 times the column's E8M0 scale on the ring's fast path
-// (exact while the product stays an f16: gs_e2m1_ring_scale), gives the value, -0 included. The high bytes
-// of the 4 low nibbles (bl) and of the 4 high nibbles (bh) are formed at once; each byte permute takes two
-// of them with zero low bytes, so the pairs are elements (0, 2), (4, 6) from bl and (1, 3), (5, 7) from bh,
+// own), so one f16 multiply by 2^14 (a power of two: exact) gives the value, -0 included. The high bytes of
+// the 4 low nibbles (bl) and of the 4 high nibbles (bh) are formed at once; each byte permute takes two of
+// them with zero low bytes, so the pairs are elements (0, 2), (4, 6) from bl and (1, 3), (5, 7) from bh,
 // and gs_moe_prepare_rows writes x in the same order for MXFP4. 15 instructions per 8 weights.
-__device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t m, uint32_t* h) {
+__device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t* h) {
   const uint32_t bl = ((word << 4) & 0x80808080u) | ((word << 1) & 0x0E0E0E0Eu);
   const uint32_t bh = (word & 0x80808080u) | ((word >> 3) & 0x0E0E0E0Eu);
-  h[0] = gs_hmul2_bits(__byte_perm(bl, 0, 0x1404), m);  // elements 0, 2
-  h[1] = gs_hmul2_bits(__byte_perm(bh, 0, 0x1404), m);  // 1, 3
-  h[2] = gs_hmul2_bits(__byte_perm(bl, 0, 0x3424), m);  // 4, 6
-  h[3] = gs_hmul2_bits(__byte_perm(bh, 0, 0x3424), m);  // 5, 7
-}
-constexpr uint32_t kF16x2Pow14 = 0x74007400u;  // f16 2^14 in both halves
-// The ring's MXFP4 fast path: E8M0 byte e of word w (byte `sel` picks, at bits 8 and 24) -> f16x2 2^14 *
-// 2^(e-127) = 2^(e-113), exponent field e - 98. Every e2m1 value (0.5 .. 6) times 2^(e-127) is an exact f16
-// (subnormals included) for e in 104..128, the range the stage's warp vote admits, so the scaled weights
-// meet x in the tensor core and the chunk accumulates there directly: no f32 partial and no per-chunk fmaf.
-__device__ __forceinline__ bool gs_e2m1_ring_scales_in_range(uint32_t w) {
-  return __vcmpgtu4(__vsub4(w, 0x68686868u), 0x18181818u) == 0;  // e - 104 <= 24 per byte
-}
-__device__ __forceinline__ uint32_t gs_e2m1_ring_scale(uint32_t w, uint32_t sel) {
-  return __byte_perm(w, 0u, sel) * 4u - ((98u << 10) + (98u << 26));  // e >= 99: no borrow between halves
+  constexpr uint32_t k2p14 = 0x74007400u;  // f16 2^14 in both halves
+  h[0] = gs_hmul2_bits(__byte_perm(bl, 0, 0x1404), k2p14);  // elements 0, 2
+  h[1] = gs_hmul2_bits(__byte_perm(bh, 0, 0x1404), k2p14);  // 1, 3
+  h[2] = gs_hmul2_bits(__byte_perm(bl, 0, 0x3424), k2p14);  // 4, 6
+  h[3] = gs_hmul2_bits(__byte_perm(bh, 0, 0x3424), k2p14);  // 5, 7
 }
 
 
@@ -919,25 +907,14 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           exact_scale |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
         }
       }
-      // MXFP4: the E8M0 word of this lane's B column per n8 tile; the fast path needs every byte of the warp's
-      // in 104..128 (gs_e2m1_ring_scale).
-      uint32_t swg[FMT == GS_FMT_MXFP4 ? NT : 1];
-      bool fast = false;
-      if constexpr (FMT == GS_FMT_MXFP4) {
-        bool in = true;
-#pragma unroll
-        for (int nt = 0; nt < NT; ++nt) {
-          swg[nt] = *reinterpret_cast<const uint32_t*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + g) * 4);
-          in = in && gs_e2m1_ring_scales_in_range(swg[nt]);
-        }
-        fast = __all_sync(0xFFFFFFFFu, in);
-      }
-      // The stage's chunks. Mode 0: each chunk's f32 partial times its scale formed by the exponent shift;
-      // 1 (kExact: a stage with an E8M0 byte 0 or 255: the last partial stage, which pads with 0, or a
-      // NaN/2^-127 scale): the same with gs_e8m0; 2 (MXFP4 fast path): scaled weights into the accumulator.
-      auto chunks = [&](auto mode_tag) {
-        constexpr int kMode = decltype(mode_tag)::value;
-        constexpr bool kExact = kMode == 1;
+      // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
+      // with 0, or a NaN/2^-127 scale) decodes each scale with gs_e8m0 instead of the shift. The MX chunks'
+      // f32 partials are independent MMAs from zero: folding MXFP4's scale into its f16 weights and
+      // accumulating in place (one MMA chain per tile, the prefill kernel's MXFP8 fast path) measured 5-13%
+      // slower in the ring on the H200 (run2 against run1 of reports/measurements/
+      // h200-2026-12-01-session3-kernels).
+      auto chunks = [&](auto exact_tag) {
+        constexpr bool kExact = decltype(exact_tag)::value;
         static_cast<void>(kExact);  // read only by the MX instantiations
 #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -948,8 +925,6 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           // words hold elements (0, 2), (1, 3) / (4, 6), (5, 7): gs_moe_prepare_rows)
           const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};
           const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};
-          const uint32_t sel = 0x0404u | (static_cast<uint32_t>(u) << 4) | (static_cast<uint32_t>(u) << 12);
-          static_cast<void>(sel);  // read only by the MXFP4 fast path
 #pragma unroll
           for (int nt = 0; nt < NT; ++nt) {
             if constexpr (FMT == GS_FMT_BF16) {
@@ -959,9 +934,8 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
             } else {
               uint32_t b0, b1, b2, b3;
               if constexpr (FMT == GS_FMT_MXFP4) {
-                const uint32_t m = kMode == 2 ? gs_e2m1_ring_scale(swg[nt], sel) : kF16x2Pow14;
                 uint32_t h[4];
-                gs_e2m1x8_to_f16x2_ring(*reinterpret_cast<const uint32_t*>(base + boff[u] + nt * 8 * R::kRowBytes), m, h);
+                gs_e2m1x8_to_f16x2_ring(*reinterpret_cast<const uint32_t*>(base + boff[u] + nt * 8 * R::kRowBytes), h);
                 b0 = h[0], b1 = h[1], b2 = h[2], b3 = h[3];
               } else {
                 const uint2 v = *reinterpret_cast<const uint2*>(base + boff[u] + nt * 8 * R::kRowBytes);
@@ -971,9 +945,6 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
               if constexpr (FMT == GS_FMT_BLOCK_FP8) {
                 gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k0, b0, b1);
                 gs_mma_f16(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0], k1, b2, b3);
-              } else if constexpr (kMode == 2) {  // MXFP4 fast path: the weights carry their scale
-                gs_mma_f16(acc[nt], k0, b0, b1);
-                gs_mma_f16(acc[nt], k1, b2, b3);
               } else {  // MXFP8 / MXFP4: the chunk's partial in f32, times its columns' 2^(e-127)
                 float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gs_mma_f16(c, k0, b0, b1);
@@ -990,11 +961,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
         }
       };
       if (R::kMx && __any_sync(0xFFFFFFFFu, exact_scale))
-        chunks(std::integral_constant<int, 1>{});
-      else if (FMT == GS_FMT_MXFP4 && fast)
-        chunks(std::integral_constant<int, 2>{});
+        chunks(std::true_type{});
       else
-        chunks(std::integral_constant<int, 0>{});
+        chunks(std::false_type{});
       if (FMT == GS_FMT_BLOCK_FP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
