@@ -1,7 +1,8 @@
 """Cold build time of every native op family, per compiler, each into an empty build cache.
 
 Role: the figures behind the build-speed work (issue 17, item 2). For each family source and backend it
-builds into a fresh GRAPHSAFE_CACHE_DIR (so nothing is cached) and reports the wall time; `--variants`
+builds into a fresh GRAPHSAFE_CACHE_DIR (so nothing is cached) and reports the wall time, the compilers' CPU
+time and each translation unit's wall seconds (from the build's build.log); `--variants`
 adds flag variants of the CPU twins (-O0/-O1/-O3 after the cache's -O2: the last -O wins in g++), and
 `--parallel` builds the selected families at once in a thread pool (each compiler is its own process, so
 threads overlap them), the way `harness.native.build.prebuild` does before a run.
@@ -24,6 +25,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from harness.native import build
 from kernels.common import native
 
 KERNELS = pathlib.Path(native.__file__).resolve().parents[1]
@@ -43,15 +45,31 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _units(cache: pathlib.Path) -> str:
+    """Wall seconds of each compiler command of the one build in `cache`, from its build.log: which
+    translation unit is the critical path."""
+    parts = []
+    for log in cache.glob("*/build.log"):
+        command: list[str] = []
+        for line in log.read_text().splitlines():
+            if line.startswith("$ "):
+                command = line[2:].split()
+            elif line.startswith(build.LOG_SECONDS) and line.endswith(" s") and command:
+                unit = pathlib.Path(command[command.index("-c") + 1]).name if "-c" in command else "link"
+                parts.append(f"{unit} {line[len(build.LOG_SECONDS) : -2]} s")
+    return ", ".join(parts)
+
+
 def _one(
     family: str, stem: str, backend: str, arch: str | None, flags: tuple[str, ...]
-) -> tuple[float, float]:
-    """(wall seconds, compiler CPU seconds): on a shared machine the CPU time is the steadier figure."""
+) -> tuple[float, float, str]:
+    """(wall seconds, compiler CPU seconds, seconds per unit): on a shared machine the CPU time is the
+    steadier figure."""
     with tempfile.TemporaryDirectory(prefix="gs-build-times-") as cache:
         os.environ["GRAPHSAFE_CACHE_DIR"] = cache
         cpu, start = _children_cpu(), time.perf_counter()
         native.build(KERNELS / family, stem, backend, arch=arch, extra_flags=flags)
-        return time.perf_counter() - start, _children_cpu() - cpu
+        return time.perf_counter() - start, _children_cpu() - cpu, _units(pathlib.Path(cache))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,12 +86,12 @@ def main(argv: list[str] | None = None) -> int:
         arch = None if backend == "cpu" else args.arch
         variants = CPU_VARIANTS if (backend == "cpu" and args.variants) else {"default": ()}
         for label, flags in variants.items():
-            seconds, cpu = _one(family, stem, backend, arch, (*own, *flags))
+            seconds, cpu, units = _one(family, stem, backend, arch, (*own, *flags))
             if label in ("default", "-O2 (default)"):
                 total += seconds
             print(
                 f"{family}/{stem} {backend} {arch or 'host'} {label}: {seconds:.1f} s wall, "
-                f"{cpu:.1f} s compiler CPU (load average {os.getloadavg()[0]:.1f})",
+                f"{cpu:.1f} s compiler CPU (load average {os.getloadavg()[0]:.1f}) [{units}]",
                 flush=True,
             )
     print(f"sequential total (default flags): {total:.1f} s")

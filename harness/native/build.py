@@ -60,6 +60,7 @@ import torch
 BACKENDS = ("cuda", "hip", "cpu")
 HEADER_SUFFIXES = (".h", ".hpp", ".cuh")
 DEVICE_SUFFIXES = (".hip", ".cu")
+LOG_SECONDS = "# "  # build.log: the line after a command's output, "# <wall seconds> s"
 
 _INSTALL_HINT = {
     "nvcc": "install the CUDA toolkit (nvcc), or set GRAPHSAFE_NVCC / CUDA_HOME",
@@ -214,11 +215,15 @@ def _compile_flags(
         return [*common, "-fPIC", "-ffp-contract=off", "-fopenmp", "-x", "c++", *includes]
     if backend == "cuda":
         # --fmad=false: no FMA contraction in device code; -ffp-contract=off for host code.
+        # -split-compile=0: cicc and ptxas optimize the kernels on as many threads as there are CPUs ("minimal
+        # (if any) impact on performance of the compiled binary", nvcc 13.0 --help). moe_gemm's kernels
+        # alone on 2 busy cores: 56.0 s -> 36.7 s wall for the same 31 s of compiler CPU.
         return [
             *common,
             "-x",
             "cu",
             f"-arch={arch}",
+            "-split-compile=0",
             "--fmad=false",
             "-Xcompiler",
             "-fPIC,-ffp-contract=off",
@@ -287,8 +292,17 @@ class _Step:
         return [str(self.compiler), *self.flags, "-c", str(self.source), "-o", str(obj)]
 
 
-def _run(command: list[str], env: dict[str, str] | None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+@dataclasses.dataclass(frozen=True)
+class _Ran:
+    command: list[str]
+    result: subprocess.CompletedProcess[str]
+    seconds: float
+
+
+def _run(command: list[str], env: dict[str, str] | None) -> _Ran:
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=env)
+    return _Ran(command, result, time.perf_counter() - start)
 
 
 def _build(
@@ -369,24 +383,28 @@ def _compile_and_link(
     env: dict[str, str] | None,
 ) -> None:
     """Every source to an object at once (one compiler process each), then one link; the first failing
-    command, in source order, is the BuildError. build.log in the output folder keeps every command and
-    its output."""
+    command, in source order, is the BuildError. build.log in the output folder keeps every command, its
+    output and its wall seconds (``# 5.21 s``; bench/build_times.py reads them)."""
     work = output.parent
     objects = [work / f"{i}-{step.source.stem}.o" for i, step in enumerate(steps)]
     commands = [step.command(obj) for step, obj in zip(steps, objects, strict=True)]
     with concurrent.futures.ThreadPoolExecutor(max_workers=len(steps), thread_name_prefix="gs-cc") as pool:
-        results = list(pool.map(_run, commands, [step.env for step in steps]))
-    log = [(command, result) for command, result in zip(commands, results, strict=True)]
-    failed = [(command, result) for command, result in log if result.returncode != 0]
+        log = list(pool.map(_run, commands, [step.env for step in steps]))
+    failed = [ran for ran in log if ran.result.returncode != 0]
     if not failed:
-        command = [str(compiler), *map(str, objects), "-o", str(output), *link_flags]
-        log.append((command, _run(command, env)))
-        failed = [log[-1]] if log[-1][1].returncode != 0 else []
-    (work / "build.log").write_text("".join(f"$ {' '.join(c)}\n{r.stdout}{r.stderr}" for c, r in log))
+        log.append(_run([str(compiler), *map(str, objects), "-o", str(output), *link_flags], env))
+        failed = [log[-1]] if log[-1].result.returncode != 0 else []
+    (work / "build.log").write_text(
+        "".join(
+            f"$ {' '.join(r.command)}\n{r.result.stdout}{r.result.stderr}{LOG_SECONDS}{r.seconds:.2f} s\n"
+            for r in log
+        )
+    )
     if failed:
-        command, result = failed[0]
+        ran = failed[0]
         raise BuildError(
-            f"building {name} failed ({backend}, {arch}):\n$ {' '.join(command)}\n{result.stdout}{result.stderr}"
+            f"building {name} failed ({backend}, {arch}):\n$ {' '.join(ran.command)}\n"
+            f"{ran.result.stdout}{ran.result.stderr}"
         )
 
 
