@@ -39,12 +39,15 @@ from harness.runner import (
     DEFAULT_DEADLINE_S,
     BoundsError,
     RunOptions,
+    StartedWorkers,
     Validated,
     case_seconds_history,
     check_bounds,
     remember_case_seconds,
     run_in_process,
     run_isolated,
+    start_workers,
+    stop_workers,
 )
 from harness.selection import compile_selector
 from harness.suite_config import SuiteConfigError
@@ -372,12 +375,13 @@ class RunClock:
 
 
 def run_verify(
-    args: argparse.Namespace, cases: list[Case]
+    args: argparse.Namespace, cases: list[Case], started: StartedWorkers | None = None
 ) -> tuple[list[Result], Path, dict[str, Any] | None]:
     """Run and report; returns the results, the report dir and the final status (None: every case ran).
 
     Every case's definition is checked (and the memory bounds) before results.csv is created, so a bad case
-    runs nothing and writes no reports. Once cases run, the reports are written however the run ends."""
+    runs nothing and writes no reports. Once cases run, the reports are written however the run ends.
+    `started`: workers spawned by `_start_workers_early` (stopped here whatever happens)."""
     backend = resolve_backend_name(args.backend)
     options = RunOptions(
         backend=backend,
@@ -390,10 +394,15 @@ def run_verify(
     try:
         claim = claim_run_dir(args.report_dir)
     except RunDirError as exc:
+        if started is not None:
+            stop_workers(started)
         raise UsageError(str(exc)) from None
     run_dir = claim.run_dir
     devices = torch.cuda.device_count() if backend == "gpu" else 0
-    jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
+    if started is not None:
+        jobs = len(started.workers)
+    else:
+        jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
     state: dict[str, Any] = {"writer": None, "progress": None}
     clock = RunClock()
     clock.mark("loading cases")
@@ -436,6 +445,7 @@ def run_verify(
                 suites=suites,
                 validated=start_writing,
                 expected_seconds=case_seconds_history(backend),
+                started=started,
             )
     except Interrupted as exc:
         stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
@@ -603,6 +613,21 @@ def _run_command(args: argparse.Namespace) -> int:
         return EXIT_INTERNAL_ERROR
 
 
+def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
+    """The workers of an isolated `verify`, spawned before this process loads the cases, so that their imports
+    (torch, the suites) overlap this process's own instead of following them. None with --no-isolate, or
+    when the backend cannot be resolved (run_verify then reports why)."""
+    if args.no_isolate:
+        return None
+    try:
+        backend = resolve_backend_name(args.backend)
+        suites = [] if args.case else default_suites()
+    except (BackendUnavailable, SuiteConfigError, ValueError):
+        return None  # the same call in run_verify or select_cases reports it
+    devices = torch.cuda.device_count() if backend == "gpu" else 0
+    return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "list":
         for case in select_cases(args.case, args.pattern):
@@ -645,12 +670,21 @@ def _dispatch(args: argparse.Namespace) -> int:
         if args.sizes is not None:
             cases = [_at_sizes(cases[0], args.sizes)]
             args.no_isolate = True  # a worker knows the case by name only, with its whole size space
-    else:
-        cases = select_cases(args.case, args.pattern)
-        if args.shard is not None:
-            cases = [c for c in cases if args.shard.holds(c.name)]  # may be empty: the shard still reports
-        cases = without_unmet_requirements(cases, args.backend)
-    results, run_dir, status = run_verify(args, cases)
+    started = None
+    if args.command == "verify":
+        started = _start_workers_early(args)
+        try:
+            cases = select_cases(args.case, args.pattern)
+            if args.shard is not None:
+                cases = [
+                    c for c in cases if args.shard.holds(c.name)
+                ]  # may be empty: the shard still reports
+            cases = without_unmet_requirements(cases, args.backend)
+        except BaseException:
+            if started is not None:
+                stop_workers(started)
+            raise
+    results, run_dir, status = run_verify(args, cases, started)
     try:
         if args.command == "repro":
             for result in results:

@@ -165,6 +165,34 @@ class _Worker:
     stderr_reader: threading.Thread | None = None
 
 
+@dataclass
+class StartedWorkers:
+    """Worker processes spawned ahead of the run (`start_workers`): they import torch and the case sources
+    while this process loads the same sources and builds, instead of after (each such import took about 9 s
+    on the H200 host with the real-world suite, reports/measurements/h200-2026-12-01-session3)."""
+
+    load: dict[str, Any]
+    selector: selectors.BaseSelector
+    workers: dict[int, _Worker]
+
+
+def start_workers(sources: Sequence[str], suites: Sequence[str], jobs: int, devices: int) -> StartedWorkers:
+    """Spawn `jobs` workers that load `sources` and `suites`; hand them to run_isolated, or stop_workers."""
+    load = {"case_sources": list(sources), "suites": list(suites), "digests": file_digests(sources)}
+    selector = selectors.DefaultSelector()
+    workers = {index: _spawn(index, load, devices, jobs, selector) for index in range(max(1, jobs))}
+    return StartedWorkers(load, selector, workers)
+
+
+def stop_workers(started: StartedWorkers) -> None:
+    """Stop workers that no run adopted (the run ended before its cases started: a usage error, say)."""
+    for worker in started.workers.values():
+        _kill(worker)
+        _close(worker, started.selector)
+    started.workers.clear()
+    started.selector.close()
+
+
 def run_in_process(
     cases: list[Case],
     options: RunOptions,
@@ -203,9 +231,11 @@ def run_isolated(
     suites: Sequence[str] = (),
     validated: Callable[[list[Validated]], None] | None = None,
     expected_seconds: Mapping[str, float] | None = None,
+    started: StartedWorkers | None = None,
 ) -> None:
     """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
-    `expected_seconds` (case_seconds_history): cases start longest first.
+    `expected_seconds` (case_seconds_history): cases start longest first. `started`: workers `start_workers`
+    spawned for the same sources and suites before the cases were loaded here (stopped by this call).
 
     Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
     runs anything: together they must register every case in `cases`. A case file that changed since
@@ -213,9 +243,11 @@ def run_isolated(
     versions of a case.
     """
     pending = longest_first(cases, expected_seconds or {})
-    load = {"case_sources": list(sources), "suites": list(suites), "digests": file_digests(sources)}
-    selector = selectors.DefaultSelector()
-    workers: dict[int, _Worker] = {}
+    pool = started if started is not None else start_workers(sources, suites, jobs, devices)
+    load, selector, workers = pool.load, pool.selector, pool.workers
+    for index in [i for i in workers if i >= max(1, min(jobs, len(cases)))]:
+        _kill(workers[index])  # started for more cases than were selected
+        _close(workers.pop(index), selector)
     to_validate = list(cases) if validated is not None else []
     checked: list[Validated] = []
 
@@ -263,7 +295,8 @@ def run_isolated(
 
     validating = validated is not None
     for index in range(max(1, min(jobs, len(cases)))):
-        start(index)
+        if index not in workers:
+            start(index)
     try:
         while pending or to_validate or any(w.case is not None for w in workers.values()):
             if validating and not to_validate and not any(w.validating for w in workers.values()):
