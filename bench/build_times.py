@@ -7,7 +7,7 @@ adds flag variants of the CPU twins (-O0/-O1/-O3 after the cache's -O2: the last
 `--parallel` builds the selected families at once in a thread pool (each compiler is its own process, so
 threads overlap them), the way `harness.native.build.prebuild` does before a run.
 
-    python bench/build_times.py [--backends cpu,cuda] [--arch sm_90] [--variants] [--parallel]
+    python bench/build_times.py [--backends cpu,cuda] [--arch sm_90] [--variants] [--parallel [--parallel-cache DIR]]
 
 Needs g++ for cpu and nvcc for cuda (no GPU: the arch is given). Prints one line per build.
 """
@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default="sm_90", help="device arch for cuda/hip (no device needed)")
     parser.add_argument("--variants", action="store_true", help="also -O0/-O1/-O3 for the CPU twins")
     parser.add_argument("--parallel", action="store_true", help="also all selected builds at once")
+    parser.add_argument(
+        "--parallel-cache",
+        help="build the --parallel run into this (empty) folder and keep it, e.g. for GPU tests that follow",
+    )
     args = parser.parse_args(argv)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     jobs = [(f, s, b, fl) for f, s, bs, fl in FAMILIES for b in backends if b in bs]
@@ -96,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
             )
     print(f"sequential total (default flags): {total:.1f} s")
     if args.parallel:
-        with tempfile.TemporaryDirectory(prefix="gs-build-times-") as cache:
-            os.environ["GRAPHSAFE_CACHE_DIR"] = cache
+        with tempfile.TemporaryDirectory(prefix="gs-build-times-") as scratch:
+            os.environ["GRAPHSAFE_CACHE_DIR"] = args.parallel_cache or scratch
             start = time.perf_counter()
             with concurrent.futures.ThreadPoolExecutor(max_workers=len(jobs)) as pool:
                 futures = [

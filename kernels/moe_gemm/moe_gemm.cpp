@@ -1,8 +1,8 @@
-// moe_gemm.cpp -- CPU implementation of the grouped quantized MoE GEMM (g++ pybind11 module).
+// moe_gemm.cpp -- CPU implementation of the grouped quantized MoE GEMM (g++; its Python module is
+// moe_gemm.bind.cpp over the entry points at the end, the same layer as the kernels').
 //
 // Role: the "cpu" impl of graphsafe::moe_gemm and the bitwise twin of moe_gemm.hip. It
-// includes the .hip file's host-device part (format decoders, chunk dot product, lane tree, argument
-// checks), so the two cannot drift apart: same decode, same per-lane chunk order (lane l owns chunks
+// includes the .hip file's host-device part (format decoders, chunk dot product, lane tree), so the two cannot drift apart: same decode, same per-lane chunk order (lane l owns chunks
 // l, l+32, ...), same fmaf sequence, same tree, same single bf16 rounding. The build cache turns contraction
 // off in both compilers. kernels/common/native.py hashes every source of this folder into a define, so
 // editing the .hip rebuilds this module too (the cache itself hashes only headers besides the sources).
@@ -60,45 +60,12 @@ void moe_gemm_cpu(const GsMoeArgs& a, int zero_unwritten) {
 
 }  // namespace
 
-PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe grouped quantized MoE GEMM, CPU twin of moe_gemm.hip";
-  m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
-    (void)block_m;  // the CPU walks each slot's rows directly; block_m only picks the GPU register tile
-    (void)stream;
-    (void)workspace;  // the CPU twin reads x as it is; workspace_bytes() is 0 here
-    (void)workspace_bytes;
-    GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
-    gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
-    moe_gemm_cpu(a, zero_unwritten);
-  });
-  // The per-signature plan ops.py keeps (GsMoePlan in moe_gemm.hip); module_local: the GPU module has its own.
-  pybind11::class_<GsMoePlan>(m, "Plan", pybind11::module_local())
-      .def_readonly("workspace_bytes", &GsMoePlan::workspace_bytes);
-  m.def("plan", [](GS_MOE_GEMM_PATHARGS) { return GsMoePlan{GS_MOE_GEMM_MAKE_ARGS, block_m, 0}; });
-  m.def("run", [](GS_MOE_GEMM_RUNARGS) {
-    (void)workspace;  // the CPU twin reads x as it is; the plan's workspace size is 0
-    (void)stream;
-    GsMoeArgs a = gs_moe_plan_args(plan, x, w, s, g, map, out);
-    gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
-    moe_gemm_cpu(a, zero_unwritten);
-  });
-  m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
-    (void)block_m;
-    (void)GS_MOE_GEMM_MAKE_ARGS;  // the same validation as moe_gemm
-    return std::string("cuda_core");  // the CPU twin is the reference order the CUDA-core kernel matches
-  });
-  // One chunk's decode as the GEMM runs it (the portable decode the GPU's CUDA-core kernel shares): 16 little-
-  // endian words in, 32 f32 weights out. tests/test_moe_gemm_ops.py checks every fp8 byte against torch.
-  m.def("decode_chunk", [](int fmt, uintptr_t words, uintptr_t out) {
-    gs_require(fmt >= GS_FMT_BF16 && fmt <= GS_FMT_Q4_0, "decode_chunk",
-               "fmt is " + std::to_string(fmt) + "; allowed: " GS_FORMAT_NAMES);
-    gs_require_ptr("decode_chunk", "words", words, 16);
-    gs_require_ptr("decode_chunk", "out", out, kChunk);
-    gs_decode_chunk(fmt, reinterpret_cast<const uint32_t*>(words), reinterpret_cast<float*>(out));
-  });
-  m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
-    (void)block_m;
-    (void)GS_MOE_GEMM_MAKE_ARGS;
-    return static_cast<int64_t>(0);
-  });
+// The module's entry points (moe_gemm.hip declares them; moe_gemm.bind.cpp checks the arguments first).
+const char* gs_moe_gemm_run(GsMoeArgs a, int /*block_m*/, int zero_unwritten, uintptr_t /*stream*/) {
+  // block_m only picks the GPU register tile (the CPU walks each slot's rows directly); the CPU twin reads x as
+  // it is, so it needs no workspace.
+  moe_gemm_cpu(a, zero_unwritten);
+  return nullptr;
 }
+bool gs_moe_gemm_tensor_core(const GsMoeArgs& /*a*/, int /*block_m*/) { return false; }
+int64_t gs_moe_gemm_workspace(const GsMoeArgs& /*a*/, int /*block_m*/) { return 0; }

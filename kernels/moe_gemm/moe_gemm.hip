@@ -235,6 +235,19 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 #undef GS_LOAD_CALL
 }
 
+// ------------------------------------------------------------------------------------------ entry points
+// What the Python module (moe_gemm.bind.cpp, host C++ built by g++ beside this file: kernels/common/native.py,
+// "Translation units") calls, after it has refused every bad argument. This file defines them over the
+// kernels below, moe_gemm.cpp over the CPU twin.
+//   gs_moe_gemm_run: one GEMM on `stream` (a hipStream_t / cudaStream_t; the CPU twin computes before it
+//     returns); `a` carries the workspace pointers whenever gs_moe_gemm_workspace(a, block_m) > 0. Returns
+//     null, or the runtime's error text.
+//   gs_moe_gemm_tensor_core: whether a tensor-core (or matrix-core) kernel takes this call.
+//   gs_moe_gemm_workspace: device workspace bytes this call needs (0 on the CPU and the CUDA-core path).
+const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintptr_t stream);
+bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m);
+int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
+
 #ifndef GS_BACKEND_HOST
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
@@ -1653,135 +1666,12 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #undef GS_LAUNCH
   return hipGetLastError();
 }
+
+// The module's entry points (declared above, called by moe_gemm.bind.cpp) over the launcher.
+const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintptr_t stream) {
+  const hipError_t err = gs_moe_gemm_launch(a, block_m, zero_unwritten, reinterpret_cast<hipStream_t>(stream));
+  return err == hipSuccess ? nullptr : hipGetErrorString(err);
+}
+bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m) { return gs_moe_gemm_uses_mma(a, block_m); }
+int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m) { return gs_moe_workspace_bytes(a, block_m); }
 #endif  // !GS_BACKEND_HOST
-
-
-#ifndef GS_MOE_GEMM_MATH_ONLY
-// ------------------------------------------------------------------------------------------ entry
-#include <pybind11/pybind11.h>
-
-#include <stdexcept>
-#include <string>
-
-#include "gs_checks.h"
-
-// Validate everything before any pointer is read; shared by the CPU and GPU modules.
-inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R, int64_t K, int64_t N, int64_t E,
-                                  uintptr_t w, int64_t w_se, int64_t w_sk, int64_t w_sn, uintptr_t s, int64_t s_se,
-                                  int64_t s_sk, int64_t s_sn, int64_t s_kblk, int64_t s_nblk, uintptr_t g,
-                                  int64_t g_se, uintptr_t map, int64_t S, uintptr_t out) {
-  const char* op = "moe_gemm";
-  gs_require(fmt >= GS_FMT_BF16 && fmt <= GS_FMT_Q4_0, op,
-             "fmt is " + std::to_string(fmt) + "; allowed: " GS_FORMAT_NAMES);
-  gs_require(R >= 0 && N >= 0 && E >= 1 && S >= 0, op, "sizes must satisfy R >= 0, N >= 0, E >= 1, S >= 0");
-  gs_require(K > 0 && K % kChunk == 0, op, "K is " + std::to_string(K) + "; allowed: a positive multiple of 32");
-  gs_require_ptr(op, "x", x, R * K);
-  gs_require_ptr(op, "w", w, N * K);
-  gs_require_ptr(op, "block_map", map, S * 3);
-  gs_require_ptr(op, "out", out, R * N);
-  if (fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, N * K);
-  if (fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, E);
-  gs_require(fmt == GS_FMT_BF16 || fmt == GS_FMT_FP8_FNUZ ||
-                 (s_kblk == gs_scale_k_block(fmt) && s_nblk == gs_scale_n_block(fmt)),
-             op, "scale block sizes are " + std::to_string(s_kblk) + " x " + std::to_string(s_nblk) +
-                     " (K x N); allowed for this format: " + std::to_string(gs_scale_k_block(fmt)) + " x " +
-                     std::to_string(gs_scale_n_block(fmt)));
-  GsMoeArgs a{fmt,  reinterpret_cast<const uint16_t*>(x), x_sr, R, K, N, E, reinterpret_cast<const uint8_t*>(w),
-              w_se, w_sk, w_sn, reinterpret_cast<const uint8_t*>(s), s_se, s_sk, s_sn, s_kblk > 0 ? s_kblk : 1,
-              s_nblk > 0 ? s_nblk : 1, reinterpret_cast<const float*>(g), g_se, reinterpret_cast<const int32_t*>(map),
-              S, reinterpret_cast<uint16_t*>(out), 0, 0};
-  const int64_t eb = gs_elem_bytes(fmt);
-  a.vec_w = w_sk == 1 && (w % 16) == 0 && ((w_sn * eb) % 16) == 0 && ((w_se * eb) % 16) == 0;
-  a.vec_x = (x % 16) == 0 && ((x_sr * 2) % 16) == 0;
-  return a;
-}
-
-// kernel_path and workspace_bytes take the arguments up to block_m; moe_gemm adds zero_unwritten, the
-// workspace and the stream.
-#define GS_MOE_GEMM_PATHARGS                                                                                    \
-  int fmt, uintptr_t x, int64_t x_sr, int64_t R, int64_t K, int64_t N, int64_t E, uintptr_t w, int64_t w_se,    \
-      int64_t w_sk, int64_t w_sn, uintptr_t s, int64_t s_se, int64_t s_sk, int64_t s_sn, int64_t s_kblk,          \
-      int64_t s_nblk, uintptr_t g, int64_t g_se, uintptr_t map, int64_t S, uintptr_t out, int64_t block_m
-#define GS_MOE_GEMM_PYARGS \
-  GS_MOE_GEMM_PATHARGS, int zero_unwritten, uintptr_t workspace, int64_t workspace_bytes, uintptr_t stream
-#define GS_MOE_GEMM_MAKE_ARGS \
-  gs_moe_make_args(fmt, x, x_sr, R, K, N, E, w, w_se, w_sk, w_sn, s, s_se, s_sk, s_sn, s_kblk, s_nblk, g, g_se, map, S, out)
-
-// One checked argument signature (kernels/moe_gemm/ops.py keeps one per signature and calls `run` with it):
-// the arguments of the probe call that `plan` checked, its block_m and workspace size. An eager call then
-// hands over 9 values instead of 26 (pybind converts each one). gs_moe_plan_args puts a call's pointers in
-// and refuses what the probe's checks would refuse for them: a null pointer that has elements, or x / w off
-// the 16-byte alignment the probe's kernel choice used (ops.py's key holds both alignments).
-struct GsMoePlan {
-  GsMoeArgs a;
-  int64_t block_m;
-  int64_t workspace_bytes;
-};
-inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g,
-                                  uintptr_t map, uintptr_t out) {
-  const char* op = "moe_gemm";
-  GsMoeArgs a = p.a;
-  gs_require_ptr(op, "x", x, a.R * a.K);
-  gs_require_ptr(op, "w", w, a.N * a.K);
-  gs_require_ptr(op, "block_map", map, a.S * 3);
-  gs_require_ptr(op, "out", out, a.R * a.N);
-  if (a.fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, a.N * a.K);
-  if (a.fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, a.E);
-  gs_require((!a.vec_x || x % 16 == 0) && (!a.vec_w || w % 16 == 0), op,
-             "x and w must keep the 16-byte alignment of the call the plan was made for");
-  a.x = reinterpret_cast<const uint16_t*>(x);
-  a.w = reinterpret_cast<const uint8_t*>(w);
-  a.s = reinterpret_cast<const uint8_t*>(s);
-  a.g = reinterpret_cast<const float*>(g);
-  a.map = reinterpret_cast<const int32_t*>(map);
-  a.out = reinterpret_cast<uint16_t*>(out);
-  return a;
-}
-#define GS_MOE_GEMM_RUNARGS                                                                                  \
-  const GsMoePlan &plan, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g, uintptr_t map, uintptr_t out, \
-      int zero_unwritten, uintptr_t workspace, uintptr_t stream
-
-#ifndef GS_BACKEND_HOST
-// The GPU entry's checks of zero_unwritten and the workspace, then the launch.
-inline void gs_moe_gemm_entry(GsMoeArgs a, int64_t block_m, int zero_unwritten, uintptr_t workspace,
-                              int64_t workspace_bytes, int64_t need, uintptr_t stream) {
-  gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
-  gs_require(workspace_bytes >= need && (need == 0 || (workspace != 0 && workspace % 16 == 0)), "moe_gemm",
-             "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
-             "at least workspace_bytes() = " + std::to_string(need));
-  if (need > 0) {
-    a.xh = reinterpret_cast<uint16_t*>(workspace);
-    a.x_rs = reinterpret_cast<float*>(workspace + static_cast<uintptr_t>(a.R * a.K * 2));
-  }
-  hipError_t err = gs_moe_gemm_launch(a, static_cast<int>(block_m), zero_unwritten, reinterpret_cast<hipStream_t>(stream));
-  if (err != hipSuccess) throw std::runtime_error(std::string("moe_gemm: launch failed: ") + hipGetErrorString(err));
-}
-
-PYBIND11_MODULE(GS_MODULE_NAME, m) {
-  m.doc() = "graphsafe grouped quantized MoE GEMM (HIP source; built by kernels/common/native.py)";
-  m.def("moe_gemm", [](GS_MOE_GEMM_PYARGS) {
-    GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
-    gs_moe_gemm_entry(a, block_m, zero_unwritten, workspace, workspace_bytes,
-                      gs_moe_workspace_bytes(a, static_cast<int>(block_m)), stream);
-  });
-  // module_local: the CPU module registers its own Plan type (both load into one process).
-  pybind11::class_<GsMoePlan>(m, "Plan", pybind11::module_local())
-      .def_readonly("workspace_bytes", &GsMoePlan::workspace_bytes);
-  m.def("plan", [](GS_MOE_GEMM_PATHARGS) {
-    GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
-    return GsMoePlan{a, block_m, gs_moe_workspace_bytes(a, static_cast<int>(block_m))};
-  });
-  // The plan's workspace size is the one the plan call asked for; a buffer of that size is required.
-  m.def("run", [](GS_MOE_GEMM_RUNARGS) {
-    gs_moe_gemm_entry(gs_moe_plan_args(plan, x, w, s, g, map, out), plan.block_m, zero_unwritten, workspace,
-                      plan.workspace_bytes, plan.workspace_bytes, stream);
-  });
-  m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {
-    return std::string(gs_moe_gemm_uses_mma(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m)) ? "tensor_core" : "cuda_core");
-  });
-  m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
-    return gs_moe_workspace_bytes(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m));
-  });
-}
-#endif  // !GS_BACKEND_HOST
-#endif  // !GS_MOE_GEMM_MATH_ONLY
