@@ -7,7 +7,8 @@
 SHELL := /bin/bash
 VENV := .venv
 SYSTEM_PYTHON := $(shell command -v python3 || command -v python)
-SYSTEM_HAS_TORCH := $(shell $(SYSTEM_PYTHON) -c 'import torch' >/dev/null 2>&1 && echo yes)
+# find_spec, not `import torch`: make evaluates this on every call, and importing torch takes seconds.
+SYSTEM_HAS_TORCH := $(shell $(SYSTEM_PYTHON) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1 && echo yes)
 CPU_TORCH := torch==2.13.0
 
 ifeq ($(SYSTEM_HAS_TORCH),yes)
