@@ -165,3 +165,34 @@ def _pybind_includes() -> list[pathlib.Path]:
     import pybind11
 
     return [pathlib.Path(pybind11.get_include()), pathlib.Path(sysconfig.get_paths()["include"])]
+
+
+def _commands(cache: pathlib.Path) -> dict[str, list[str]]:
+    """Compile commands of the one build in `cache`, by source file name, from its build.log."""
+    commands = {}
+    for line in next(cache.glob("*/build.log")).read_text().splitlines():
+        words = line[2:].split() if line.startswith("$ ") else []
+        if "-c" in words:
+            commands[pathlib.Path(words[words.index("-c") + 1]).name] = words
+    return commands
+
+
+def test_the_binding_unit_alone_compiles_at_O1(family: pathlib.Path) -> None:
+    """The family's -O3 reaches every unit; native.BIND_FLAGS come after it on the .bind.cpp only."""
+    _cpu_family(family)
+    native.build(family, "tiny", "cpu", extra_flags=("-O3",))
+    levels = {
+        name: [w for w in words if w.startswith("-O")][-1]
+        for name, words in _commands(family.parent / "_build").items()
+    }
+    assert levels == {"tiny.hip": "-O3", "tiny.extra.hip": "-O3", "tiny.bind.cpp": "-O1"}
+
+
+def test_unit_flags_must_name_a_source(family: pathlib.Path) -> None:
+    with pytest.raises(ValueError, match="unit_flags name sources that are not built"):
+        build.build_shared_library(
+            "gs_tiny_flags",
+            [family / "tiny.hip"],
+            unit_flags={family / "tiny.bind.cpp": ("-O1",)},
+            backend="cpu",
+        )

@@ -53,7 +53,7 @@ import tempfile
 import threading
 import time
 import types
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import torch
 
@@ -147,6 +147,7 @@ def build_extension(
     *,
     backend: str | None = None,
     extra_flags: tuple[str, ...] = (),
+    unit_flags: Mapping[pathlib.Path | str, tuple[str, ...]] | None = None,
     link: tuple[str, ...] = (),
     arch: str | None = None,
 ) -> types.ModuleType:
@@ -158,9 +159,10 @@ def build_extension(
     backend, as C++ (``-O2 -ffp-contract=off -fopenmp``): no contraction anywhere, so kernels and CPU
     implementations that write the same math in the same order agree bitwise. Each source is its own
     translation unit, compiled at the same time as the others (module note, "Sources"). ``include_dirs``
-    become ``-I`` flags and their headers part of the cache key; ``extra_flags`` go to every compile.
+    become ``-I`` flags and their headers part of the cache key; ``extra_flags`` go to every compile,
+    ``unit_flags[source]`` to that source's compile after them (the last ``-O`` wins).
     """
-    library = _build(name, sources, include_dirs, backend, extra_flags, link, arch, pybind=True)
+    library = _build(name, sources, include_dirs, backend, extra_flags, unit_flags, link, arch, pybind=True)
     return _import(name, library)
 
 
@@ -171,11 +173,12 @@ def build_shared_library(
     *,
     backend: str | None = None,
     extra_flags: tuple[str, ...] = (),
+    unit_flags: Mapping[pathlib.Path | str, tuple[str, ...]] | None = None,
     link: tuple[str, ...] = (),
     arch: str | None = None,
 ) -> pathlib.Path:
     """Same as build_extension but a plain shared library ``lib<name>.so``; returns its path."""
-    return _build(name, sources, include_dirs, backend, extra_flags, link, arch, pybind=False)
+    return _build(name, sources, include_dirs, backend, extra_flags, unit_flags, link, arch, pybind=False)
 
 
 # --------------------------------------------------------------------------------------------- internals
@@ -311,6 +314,7 @@ def _build(
     include_dirs: Iterable[pathlib.Path | str],
     backend: str | None,
     extra_flags: tuple[str, ...],
+    unit_flags: Mapping[pathlib.Path | str, tuple[str, ...]] | None,
     link: tuple[str, ...],
     arch: str | None,
     pybind: bool,
@@ -327,6 +331,10 @@ def _build(
         raise FileNotFoundError(f"sources not found: {missing}")
     if len(set(resolved)) != len(resolved):
         raise ValueError(f"a source is listed twice: {[str(s) for s in resolved]}")
+    per_unit = {pathlib.Path(k).resolve(): tuple(v) for k, v in (unit_flags or {}).items()}
+    strangers = [str(k) for k in per_unit if k not in resolved]
+    if strangers:
+        raise ValueError(f"unit_flags name sources that are not built: {strangers}")
     includes = [pathlib.Path(d).resolve() for d in include_dirs]
     absent = [str(d) for d in includes if not d.is_dir()]
     if absent:
@@ -343,7 +351,7 @@ def _build(
     steps = [
         _Step(
             compiler if language == "device" else host_compiler,
-            (*_compile_flags(language, backend, arch, pybind, includes), *defines),
+            (*_compile_flags(language, backend, arch, pybind, includes), *defines, *per_unit.get(source, ())),
             source,
             env if language == "device" else None,
         )

@@ -10,8 +10,8 @@ gs_checks.h, gs_formats.h) on the include path.
 
 Translation units (``sources``): a family may split its module, for build speed, into
   * ``<stem>.bind.cpp``: the pybind11 layer, host C++ only, in both the CPU and the device module: g++
-    compiles it beside the kernels (nvcc's cudafe++ and host pass no longer see pybind11's headers), and the
-    CPU twin and the kernels share one set of entry points and argument checks;
+    compiles it beside the kernels (nvcc's cudafe++ and host pass no longer see pybind11's headers), at -O1
+    (``BIND_FLAGS``), and the CPU twin and the kernels share one set of entry points and argument checks;
   * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module.
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
 times, before and after: reports/measurements/h200-2026-12-01-session3-builds.
@@ -34,6 +34,12 @@ from harness.native import build as native_build
 COMMON_DIR = pathlib.Path(__file__).resolve().parent
 SOURCE_SUFFIXES = (".hip", ".cpp", ".h", ".hpp")
 DEVICES = ("cpu", "gpu")
+BIND_SUFFIX = ".bind.cpp"
+# A binding unit is argument conversion around one call: -O1 (after the family's own flags, so cpu_moe's -O3
+# stays on its math) takes 28% off the compiler CPU of moe_gemm.bind.cpp (17.0 -> 12.2 s on the 2-core box;
+# 10.2 s at -O2 on the H200 made it the critical unit of both moe_gemm builds), and a 19-argument moe_combine
+# call costs the same 1.4-1.5 us at -O1 and -O2 (min of 7 x 20000 calls, T=0).
+BIND_FLAGS = ("-O1",)
 
 
 def gpu_backend() -> str:
@@ -61,7 +67,7 @@ def sources(family_dir: pathlib.Path, stem: str, device: str) -> list[pathlib.Pa
         raise FileNotFoundError(
             f"op family {family_dir.name!r} has no {device} source: looked for {looked} in {family_dir}"
         )
-    bind = family_dir / f"{stem}.bind.cpp"
+    bind = family_dir / f"{stem}{BIND_SUFFIX}"
     return [*found, bind] if bind.is_file() else found
 
 
@@ -110,6 +116,7 @@ def build(
         f"gs_{stem}_{backend}",
         paths,
         [COMMON_DIR, family_dir],
+        unit_flags={p: BIND_FLAGS for p in paths if p.name.endswith(BIND_SUFFIX)},
         backend=backend,
         arch=arch,
         extra_flags=flags,
