@@ -234,7 +234,7 @@ def run_isolated(
     started: StartedWorkers | None = None,
 ) -> None:
     """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
-    `expected_seconds` (case_seconds_history): cases start longest first. `started`: workers `start_workers`
+    `expected_seconds` (case_seconds_history): with several workers, cases start longest first. `started`: workers `start_workers`
     spawned for the same sources and suites before the cases were loaded here (stopped by this call).
 
     Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
@@ -242,7 +242,8 @@ def run_isolated(
     `sources` were read is refused by the worker that loads it (CaseFileError): the run never mixes two
     versions of a case.
     """
-    pending = longest_first(cases, expected_seconds or {})
+    # With one worker the order cannot change the run's length, and runs keep the registration order.
+    pending = longest_first(cases, expected_seconds or {}) if jobs > 1 else list(cases)
     pool = started if started is not None else start_workers(sources, suites, jobs, devices)
     load, selector, workers = pool.load, pool.selector, pool.workers
     for index in [i for i in workers if i >= max(1, min(jobs, len(cases)))]:
