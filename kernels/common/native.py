@@ -10,7 +10,7 @@ gs_checks.h, gs_formats.h) on the include path.
 
 Translation units (``sources``): a family may split its module, for build speed, into
   * ``<stem>.bind.cpp``: the pybind11 layer, host C++ only, in both the CPU and the device module: g++
-    compiles it beside the kernels (nvcc's cudafe++ and host pass no longer see pybind11's headers), at -O1
+    compiles it beside the kernels (nvcc's cudafe++ and host pass never see pybind11's headers), at -O1
     (``BIND_FLAGS``), and the CPU twin and the kernels share one set of entry points and argument checks;
   * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module.
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
