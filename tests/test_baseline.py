@@ -314,3 +314,20 @@ def test_nightly_catches_a_broken_kernel_on_the_cpu_backend(tmp_path: Path) -> N
 
     rc, good_again = verify_run(tmp_path, "good_again", "fresh_scale")
     assert rc == 0 and baseline.main_nightly(good_again, root) == 0
+
+
+def test_a_negative_controls_graph_error_may_change_its_eager_error_may_not(
+    tmp_path: Path, old_run: Path
+) -> None:
+    """A control's graph error is the size of its defect (some draw it at random): only its verdict and its
+    eager error are held to the baseline."""
+    graph_grew = write_run(
+        tmp_path / "g", changed(neg__stale_copy=("stale_replay", "stale_replay", "0.0", "9.0"))
+    )
+    assert not baseline.diff_runs(old_run, graph_grew).regressed
+    eager_grew = write_run(
+        tmp_path / "e", changed(neg__stale_copy=("stale_replay", "stale_replay", "0.5", "0.9"))
+    )
+    assert [(g.case, g.metric) for g in baseline.diff_runs(old_run, eager_grew).error_growth] == [
+        ("neg.stale_copy", "eager_error")
+    ]

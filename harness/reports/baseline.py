@@ -4,7 +4,8 @@
 - new failures: a case whose status is FAIL in the new run and was not FAIL in the old one (or was absent);
 - verdict changes: a case whose verdict differs, except a fix (FAIL in old, ok in new), which is listed apart
   so the baseline gets refreshed but does not fail the night;
-- error growth: the case's max graph error or max eager error grew more than 2x. Values below 1e-6 are
+- error growth: the case's max eager error, or for a case expected to pass its max graph error, grew more
+  than 2x (a negative control's graph error is the size of the defect it injects). Values below 1e-6 are
   noise for every dtype the cases use (fp32 round-off is ~1e-7), so both sides are floored at 1e-6 before
   the ratio; NaN (not applicable) is never compared; inf (NaN/Inf found) where the old value was finite
   counts as grown;
@@ -49,6 +50,10 @@ from harness.reports.tables import CaseSummary, case_summaries, format_error
 from harness.verdicts import VERDICTS
 
 GROWTH_FACTOR = 2.0
+# Graph error growth counts for cases expected to pass (or to fall back to eager): for a negative control the
+# graph error measures the defect it injects, and some draw it at random (control_host_random_baked_at_capture:
+# 0.0021 and 0.0068 in two correct CPU runs). Its verdict says whether it was still caught.
+GRAPH_ERROR_TRACKED = frozenset({"pass", "fallback_eager"})
 # NOTE on the floor: errors are relative (max|out-ref| / max|ref|); fp32 round-off is about 1.2e-7 per op, so
 # anything below 1e-6 is noise and a change from 1e-8 to 1e-7 must not fail a night.
 ERROR_FLOOR = 1e-6
@@ -216,6 +221,8 @@ def diff_runs(old: Path | str | RunRead, new: Path | str | RunRead) -> BaselineD
             ("graph_error", before.max_graph_error, now.max_graph_error),
             ("eager_error", before.max_eager_error, now.max_eager_error),
         ):
+            if metric == "graph_error" and now.expected not in GRAPH_ERROR_TRACKED:
+                continue  # a negative control's graph error is the size of its defect (module note)
             if grew(old_value, new_value):
                 result.error_growth.append(ErrorGrowth(name, metric, old_value, new_value))
     return result
