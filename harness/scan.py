@@ -18,15 +18,17 @@ the difference, three orders below the tightest default threshold (float32, 1e-5
 the inputs' own width instead of doubling the bytes moved.
 
 The clean pass of float32, float16 and bfloat16 outputs and the bit comparison are one native pass that
-computes the same two maxima and a non-finite flag: on a GPU one kernel (harness/native/scan.hip: one
-launch, one 16-byte read back), on the CPU one loop over the data (harness/native/scan_host.cpp, all cores).
-Other dtypes, non-contiguous views, and machines where the library cannot be built take the torch path
-below, which gives the same answer.
+computes the same two maxima and a non-finite flag: on a GPU one kernel per comparison (harness/native/
+scan.hip), with one stream synchronization for a whole batch of them (`scan_many`: a replay's comparisons
+with eager, the reference and the fresh probe), on the CPU one loop over the data (harness/native/
+scan_host.cpp, all cores for more than one chunk of 2^20 elements). Other dtypes, non-contiguous views, and
+machines where the library cannot be built take the torch path below, which gives the same answer.
 
-The scan runs unpoisoned: on the cpu backend every allocation inside a check is filled with a byte pattern
-by a Python dispatch mode (harness/poison.py), which costs one fill and one Python call per temporary; the
-scan's temporaries are the harness's own, never the op's, so the modes and torch's
-fill_uninitialized_memory are switched off for its duration. On the CPU the data go through in chunks that
+The torch path and the exact pass run unpoisoned: on the cpu backend every allocation inside a check can be
+filled with a byte pattern by a Python dispatch mode (harness/poison.py), which costs one fill and one
+Python call per temporary; their temporaries are the harness's own, never the op's, so the modes and torch's
+fill_uninitialized_memory are switched off for their duration. The native passes allocate no tensor and make
+no dispatcher call, so they need no such switch. On the CPU the torch path's data go through in chunks that
 fit the L2 cache (a temporary per chunk instead of one per tensor): the comparison then reads each input once
 from memory.
 """
