@@ -90,6 +90,14 @@ def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], i
 
 
 _positive_int = _int_at_least(1)
+JOBS_AUTO = "auto"
+
+
+def _jobs(text: str) -> int | str:
+    """--jobs: a whole number >= 1, or 'auto'."""
+    return JOBS_AUTO if text == JOBS_AUTO else _positive_int(text)
+
+
 _non_negative_int = _int_at_least(0)
 _replay_count = _int_at_least(1, MAX_REPEATS)
 _stress_count = _int_at_least(0, MAX_REPEATS)
@@ -130,9 +138,10 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=_jobs,
         default=None,
-        help="worker processes (default: one per GPU, else 1; at most 8 per GPU and the CPU count)",
+        help="worker processes, or 'auto': as many as the cap (default: one per GPU, else 1; at most 8 per "
+        "GPU and the CPU count)",
     )
     p.add_argument(
         "--deadline",
@@ -303,10 +312,10 @@ def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Cas
 MAX_WORKERS_PER_GPU = 8
 
 
-def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
-    """Workers for the run: by default one per GPU on the GPU backend, else 1; a request above the cap
-    (MAX_WORKERS_PER_GPU per GPU and the CPU count on gpu, the CPU count on cpu) is lowered with a message:
-    more workers than that only contend."""
+def capped_jobs(requested: int | str | None, backend: str, devices: int) -> int:
+    """Workers for the run: by default one per GPU on the GPU backend, else 1; 'auto' the cap itself; a number
+    above the cap (MAX_WORKERS_PER_GPU per GPU and the CPU count on gpu, the CPU count on cpu) is lowered
+    with a message: more workers than that only contend."""
     cores = os.cpu_count() or 1
     if backend == "gpu":
         per_gpu = max(1, devices) * MAX_WORKERS_PER_GPU
@@ -316,6 +325,9 @@ def capped_jobs(requested: int | None, backend: str, devices: int) -> int:
         cap, why = cores, f"at most one worker per CPU core ({cores})"
     if requested is None:
         return max(1, devices) if backend == "gpu" else 1
+    if requested == JOBS_AUTO:
+        return cap
+    assert isinstance(requested, int)
     if requested > cap:
         print(f"graphsafe: --jobs {requested} capped to {cap}: {why}", file=sys.stderr)
         return cap

@@ -235,6 +235,10 @@ def test_jobs_default_and_caps(monkeypatch: pytest.MonkeyPatch, capsys: pytest.C
     assert "capped to 8" in capsys.readouterr().err
     assert capped_jobs(64, "gpu", 4) == 16  # the cores bound it before 4 GPUs x 8 do
     assert capped_jobs(64, "cpu", 0) == 16
+    capsys.readouterr()
+    assert capped_jobs("auto", "gpu", 1) == MAX_WORKERS_PER_GPU
+    assert capped_jobs("auto", "cpu", 0) == 16
+    assert "capped" not in capsys.readouterr().err  # 'auto' asks for the cap: nothing to say
 
 
 def test_cases_start_longest_first_from_the_remembered_times(
