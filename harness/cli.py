@@ -476,6 +476,8 @@ def run_verify(
         raise
     finally:
         _restore_sigterm(previous_term)
+        if started is not None:  # run_isolated stops those it adopted; this covers a run stopped before it
+            stop_workers(started)
         # A second Ctrl-C while the reports are written would leave them half done: both signals wait.
         held = _hold_signals()
         writer = state["writer"]
