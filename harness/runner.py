@@ -363,7 +363,7 @@ def run_isolated(
 def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:
     """Cases by the seconds this machine took for them last time, longest first; cases never timed keep their
     order, at the front. A long case started last holds the run's end while the other workers sit idle
-    (H200, 8 workers: a 20 s timeout control among 195 s of cases)."""
+    (on the H200 with 8 workers, a timeout control that lasts its whole deadline, among 195 s of cases)."""
     return sorted(cases, key=lambda c: -history.get(c.name, math.inf))
 
 
