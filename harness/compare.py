@@ -103,7 +103,7 @@ def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Compariso
 def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> list[Comparison]:
     """`compare` of each (out, ref, threshold), all clean passes read with one host synchronization: the
     protocol compares a replay's outputs with eager, the reference and the fresh probe at once."""
-    results: list[Comparison | None] = [None] * len(pairs)
+    results: dict[int, Comparison] = {}
     scans: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
     complex_parts: set[int] = set()
     for index, (out, ref, threshold) in enumerate(pairs):
@@ -142,4 +142,4 @@ def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> l
             mismatches=f.mismatches,
             first_indices=indices,
         )
-    return [r for r in results if r is not None]
+    return [results[i] for i in range(len(pairs))]

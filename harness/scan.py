@@ -97,7 +97,7 @@ def scan_many(
 ) -> list[Scan]:
     """`scan` of each (out, ref, threshold, poison), with the clean passes of all of them launched together
     and read with one host synchronization per device: a replay's comparisons cost one wait, not one each."""
-    results: list[Scan | None] = [None] * len(items)
+    results: dict[int, Scan] = {}
     batch = _NativeBatch()
     planned = []
     # The native passes allocate no tensor, so they run as they are; only the torch path and the exact pass
@@ -139,7 +139,7 @@ def scan_many(
                     clean = _exact(out, ref, threshold, poison)
                     clean.host_syncs += 1
                 results[index] = clean
-    return [r for r in results if r is not None]
+    return [results[i] for i in range(len(items))]  # every item has its Scan: a KeyError is a bug here
 
 
 def bytes_differ_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[bool]:
@@ -154,10 +154,9 @@ def bytes_differ_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> lis
                 f"bytes_differ_many needs equal shapes and dtypes, got {a.shape}/{a.dtype} "
                 f"and {b.shape}/{b.dtype}"
             )
-        if not (a.is_contiguous() and b.is_contiguous()):
-            with unpoisoned():  # the flat copies are the harness's own temporaries
-                a, b = _flat_bytes(a), _flat_bytes(b)
-        else:
+        # A non-contiguous view is copied flat: the copies are the harness's own temporaries.
+        copies = not (a.is_contiguous() and b.is_contiguous())
+        with unpoisoned() if copies else contextlib.nullcontext():
             a, b = _flat_bytes(a), _flat_bytes(b)
         planned.append((a, b, batch.bytes_differ(a, b) if a.numel() else None))
     native = batch.run()
@@ -408,9 +407,9 @@ class _NativeBatch:
         for slot, (what, _, _, _) in enumerate(queued):
             w = words[4 * slot : 4 * slot + 4]
             if what == "floats":
-                # Words 0 and 1 are the maxima's float bits; abs() keeps a -0.0 from printing as "-0".
+                # Words 0 and 1 are the bits of the maxima of non-negative floats (fabsf in the kernel).
                 max_diff, max_ref = struct.unpack("<2f", struct.pack("<2I", w[0], w[1]))
-                records.append((abs(max_diff), abs(max_ref), bool(w[2])))
+                records.append((max_diff, max_ref, bool(w[2])))
             else:
                 records.append(bool(w[0]))
         return records
