@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.scan import scan_many
+from harness.scan import scan_and_differ
 
 # Default relative-error thresholds per output dtype (max-norm, like the seeds).
 # bf16 0.02: FreeToken issue #350's acceptance threshold (its test_cpu_moe.py). f16 1e-3 and f32 1e-5: one order
@@ -103,6 +103,15 @@ def compare(out: torch.Tensor, ref: torch.Tensor, threshold: float) -> Compariso
 def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> list[Comparison]:
     """`compare` of each (out, ref, threshold), all clean passes read with one host synchronization: the
     protocol compares a replay's outputs with eager, the reference and the fresh probe at once."""
+    return compare_and_differ(pairs, ())[0]
+
+
+def compare_and_differ(
+    pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]],
+    byte_pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[list[Comparison], list[bool]]:
+    """`compare_many(pairs)`, and whether any byte differs in each of `byte_pairs` (harness.scan
+    bytes_differ_many), with one host synchronization for both."""
     results: dict[int, Comparison] = {}
     scans: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []
     complex_parts: set[int] = set()
@@ -129,7 +138,7 @@ def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> l
             complex_parts.add(index)
         scans.append((index, out_c, ref_c, threshold))
     # One pass on the outputs' device with one host read when clean (harness/scan.py says why it is exact).
-    found = scan_many([(o, r, th, poison_values(o.dtype)) for _, o, r, th in scans])
+    found, differ = scan_and_differ([(o, r, th, poison_values(o.dtype)) for _, o, r, th in scans], byte_pairs)
     for (index, _, _, threshold), f in zip(scans, found, strict=True):
         indices = f.first_indices
         if index in complex_parts:
@@ -142,4 +151,4 @@ def compare_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]]) -> l
             mismatches=f.mismatches,
             first_indices=indices,
         )
-    return [results[i] for i in range(len(pairs))]
+    return [results[i] for i in range(len(pairs))], differ

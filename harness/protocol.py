@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -49,7 +49,6 @@ from harness.verdict_rules import (
     _capture_failure_row,
     _check_callable,
     _clone_all,
-    _modified_inputs,
     _replay_error_row,
     _row_factory,
     _validate_pair,
@@ -89,9 +88,60 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
     return sum(t.numel() * t.element_size() for t in inputs_a.values())
 
 
+# What one check keeps for its second pattern (inputs of every seed, the reference's outputs per B seed): a
+# small op's check made each of them twice, 0.9 ms of a 7.9 ms check for the inputs alone on the H200
+# (reports/measurements/h200-2026-12-01-session3, phase times). Past this many bytes they are made anew per
+# pattern, as large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
+KEEP_BYTES = 64 << 20
+
+
+class CheckStore:
+    """Inputs per seed and reference outputs per B seed, made once per check and reused by its later
+    patterns while they fit in KEEP_BYTES together. Kept tensors are made in `backend.kept_allocation()`:
+    a GPU scope's poisoning pool ends with its pattern. Inputs and references are the case's own pure
+    functions of the seed (the definition check holds make_inputs to that), and nothing here is ever handed
+    to the op: it gets clones or copies, so a kept set stays as it was made."""
+
+    def __init__(self, case: Case, be: GraphBackend) -> None:
+        self._case, self._be = case, be
+        self._inputs: dict[int, dict[str, torch.Tensor]] = {}
+        self._references: dict[int, list[torch.Tensor]] = {}
+        self._bytes = 0
+
+    def inputs(self, seed: int) -> dict[str, torch.Tensor]:
+        kept = self._inputs.get(seed)
+        if kept is not None:
+            return kept
+        with self._be.kept_allocation():
+            made = self._case.inputs(seed, self._be.device)
+        if self._keep(made.values()):
+            self._inputs[seed] = made
+        return made
+
+    def reference(self, seed_b: int, inputs_b: dict[str, torch.Tensor]) -> list[torch.Tensor]:
+        """The reference's outputs on B (a clone of it: the oracle may write its arguments)."""
+        kept = self._references.get(seed_b)
+        if kept is not None:
+            return kept
+        assert self._case.reference is not None
+        with self._be.kept_allocation(), torch.no_grad():
+            made = list(flatten_tensors(self._case.reference(**_clone_all(inputs_b))))
+        if self._keep(made):
+            self._references[seed_b] = made
+        return made
+
+    def _keep(self, tensors: Iterable[torch.Tensor]) -> bool:
+        size = sum(t.numel() * t.element_size() for t in tensors)
+        if self._bytes + size > KEEP_BYTES:
+            return False
+        self._bytes += size
+        return True
+
+
 class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
-    """The B_i inputs, each made (and checked against A) when it is used, the last one kept: holding them
-    all would take `replays` input sets at once (a 64 MB input with --replays 20: 1.3 GB more).
+    """The B_i inputs, each made (and checked against A) when it is used, the last one kept (and every one
+    the check's store keeps): holding them all would take `replays` input sets at once (a 64 MB input with
+    --replays 20: 1.3 GB more).
 
     `validated`: seeds of B already checked against A in this check (the second pattern makes the same
     seeds again; the check is of the case's definition, so once per seed is enough)."""
@@ -104,9 +154,11 @@ class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
         inputs_a: dict[str, torch.Tensor],
         seeds_b: range,
         validated: set[int] | None = None,
+        store: CheckStore | None = None,
     ) -> None:
         self._case, self._be, self._seed_a, self._a, self._seeds = case, be, seed_a, inputs_a, seeds_b
         self._validated = set() if validated is None else validated
+        self._store = CheckStore(case, be) if store is None else store
         self._last: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def __len__(self) -> int:
@@ -116,7 +168,7 @@ class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
         index = range(len(self._seeds))[index]  # IndexError past the end ends iteration
         if self._last is None or self._last[0] != index:
             seed_b = self._seeds[index]
-            made = self._case.inputs(seed_b, self._be.device)
+            made = self._store.inputs(seed_b)
             if seed_b not in self._validated:
                 _validate_pair(self._case, self._be, self._seed_a, self._a, seed_b, made)
                 self._validated.add(seed_b)
@@ -164,6 +216,7 @@ def check(
     rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
     validated: set[int] = set()  # seeds of B whose inputs were checked against A (InputsOnDemand)
+    store = CheckStore(case, be)  # inputs and references made once for both patterns
     for index, pattern in enumerate(patterns):
         try:
             with be.poisoned_allocation(pattern), be.generators_followed(op_generators(case.op)):
@@ -183,6 +236,7 @@ def check(
                         live_graphs,
                         probe_hidden_state=index == 0,
                         validated=validated,
+                        store=store,
                     )
                 )
         except DEVICE_FAULTS as exc:
@@ -220,13 +274,15 @@ def _check_pattern(
     *,
     probe_hidden_state: bool,
     validated: set[int] | None = None,
+    store: CheckStore | None = None,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
+    store = CheckStore(case, be) if store is None else store
     row = _row_factory(case, be, pattern, seed_a)
 
     # 1. A and fresh B_i, validated: same shapes, every dynamic input different, the op callable with them.
-    inputs_a = case.inputs(seed_a, be.device)
-    inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b, validated)
+    inputs_a = store.inputs(seed_a)
+    inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b, validated, store)
     inputs_b[0]  # made before the generator state below is taken, as every later B is
     _check_callable(case, inputs_a)
 
@@ -245,7 +301,8 @@ def _check_pattern(
     try:
         graph = be.capture(functools.partial(_call_op, case, static))
     except FallbackEager as exc:
-        return _eager_only_rows(case, be, row, seeds_b, inputs_b, f"graphs disabled by the op's probe: {exc}")
+        why = f"graphs disabled by the op's probe: {exc}"
+        return _eager_only_rows(case, be, row, seeds_b, inputs_b, why, store)
     except DEVICE_FAULTS:
         raise
     except Exception as exc:
@@ -265,6 +322,7 @@ def _check_pattern(
                 row,
                 i,
                 seed_b,
+                store,
                 rng=rng_start if first else None,
                 fresh=fresh if first else None,
             )
@@ -276,9 +334,9 @@ def _check_pattern(
 
     # 7. Optional stress; each phase captures and releases graphs of its own.
     if rebuilds:
-        rows.extend(_rebuild_rows(case, be, static, inputs_b, seeds_b, row, rebuilds))
+        rows.extend(_rebuild_rows(case, be, static, inputs_b, seeds_b, row, rebuilds, store))
     if live_graphs:
-        rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs))
+        rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs, store))
     return rows
 
 
@@ -291,6 +349,7 @@ def _replay_and_compare(
     row: Callable[..., Row],
     replay_index: int,
     seed_b: int,
+    store: CheckStore,
     *,
     rng: tuple[torch.Tensor, ...] | None = None,
     fresh: list[torch.Tensor] | None = None,
@@ -303,7 +362,7 @@ def _replay_and_compare(
     except Exception as exc:
         return _replay_error_row(exc, row, replay_index, seed_b)
     return _compare_replay(
-        case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms, rng=rng, fresh=fresh
+        case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms, store, rng=rng, fresh=fresh
     )
 
 
@@ -366,6 +425,7 @@ def _compare_replay(
     replay_index: int,
     seed_b: int,
     replay_ms: float,
+    store: CheckStore,
     *,
     rng: tuple[torch.Tensor, ...],
     fresh: list[torch.Tensor] | None = None,
@@ -393,22 +453,19 @@ def _compare_replay(
             detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
         )
     eager_ms = (time.perf_counter() - start) * 1e3
-    # The replay's static inputs and eager's clones against B, in one batch (eager never touches `static`).
-    modified = _modified_inputs(case, (static, inputs_b), (eager_inputs, inputs_b))
     reference = None
     if case.reference is not None:
         try:
-            with torch.no_grad():
-                reference = list(flatten_tensors(case.reference(**_clone_all(inputs_b))))
+            reference = store.reference(seed_b, inputs_b)
         except DEVICE_FAULTS:
             raise
         except Exception as exc:  # the oracle itself is broken: a case-definition error, not a verdict
             raise CaseError(case.name, "reference", f"raised {type(exc).__name__}: {exc}") from exc
 
-    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh)
-    if modified and r.row_verdict == V.PASS:
-        r.row_verdict = V.EAGER_MISMATCH
-        r.detail = f"op modified input(s) {modified} not declared in Case.mutates"
+    # The replay's static inputs and eager's clones against B (eager never touches `static`), in the
+    # comparisons' batch.
+    seen = ((static, inputs_b), (eager_inputs, inputs_b))
+    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen)
     r.replay_ms, r.eager_ms = replay_ms, eager_ms
     return r
 
@@ -420,6 +477,7 @@ def _eager_only_rows(
     seeds_b: Sequence[int],
     inputs_b: Sequence[dict[str, torch.Tensor]],
     why: str,
+    store: CheckStore,
 ) -> list[Row]:
     """Graphs were disabled by a fail-closed probe: the op must still be right eagerly."""
     rows = []
@@ -442,10 +500,7 @@ def _eager_only_rows(
                 )
             )
             continue
-        with torch.no_grad():
-            reference = (
-                list(flatten_tensors(case.reference(**_clone_all(b)))) if case.reference is not None else None
-            )
+        reference = store.reference(seed_b, b) if case.reference is not None else None
         r = _verdict_row(case, row, i, seed_b, eager_out, eager_out, reference)
         if r.row_verdict == V.PASS:
             r.row_verdict = V.FALLBACK_EAGER
@@ -463,6 +518,7 @@ def _rebuild_rows(
     seeds_b: Sequence[int],
     row: Callable[..., Row],
     rebuilds: int,
+    store: CheckStore,
 ) -> list[Row]:
     """Recapture `rebuilds` times, checking a replay after each; fail when device memory keeps growing."""
     rows = []
@@ -480,7 +536,9 @@ def _rebuild_rows(
             break
         b_index = r % len(inputs_b)
         try:
-            res = _replay_and_compare(case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index])
+            res = _replay_and_compare(
+                case, be, graph, static, inputs_b[b_index], row, r, seeds_b[b_index], store
+            )
         finally:
             graph.release()
         res.phase = "rebuild"
@@ -512,6 +570,7 @@ def _live_graph_rows(
     seeds_b: Sequence[int],
     row: Callable[..., Row],
     live_graphs: int,
+    store: CheckStore,
 ) -> list[Row]:
     """Keep `live_graphs` graphs alive at once (each with its own static buffers), replay them interleaved.
 
@@ -549,7 +608,9 @@ def _live_graph_rows(
             for g, ((graph, static), b, ms, rng) in enumerate(
                 zip(graphs, b_indices, times, states, strict=True)
             ):
-                res = _compare_replay(case, be, graph, static, inputs_b[b], row, g, seeds_b[b], ms, rng=rng)
+                res = _compare_replay(
+                    case, be, graph, static, inputs_b[b], row, g, seeds_b[b], ms, store, rng=rng
+                )
                 res.phase = "live"
                 if res.row_verdict != V.PASS:
                     res.detail = f"live graph {g}/{live_graphs}, round {turn}: {res.detail}"

@@ -97,6 +97,28 @@ def scan_many(
 ) -> list[Scan]:
     """`scan` of each (out, ref, threshold, poison), with the clean passes of all of them launched together
     and read with one host synchronization per device: a replay's comparisons cost one wait, not one each."""
+    return scan_and_differ(items, ())[0]
+
+
+def bytes_differ_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[bool]:
+    """For each (a, b) of the same shape and dtype: whether any byte differs. One batch (one host
+    synchronization on a GPU); unlike `scan` there is no exact pass to count and place a difference, so
+    pairs that are meant to differ (A and B inputs) cost no more than pairs that are meant to agree."""
+    return scan_and_differ((), pairs)[1]
+
+
+def scan_and_differ(
+    items: Sequence[tuple[torch.Tensor, torch.Tensor, float, tuple[float | int, ...]]],
+    byte_pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
+) -> tuple[list[Scan], list[bool]]:
+    """`scan_many(items)` and `bytes_differ_many(byte_pairs)` in one native batch: a replay's comparisons and
+    its check that no undeclared input changed share one host synchronization."""
+    for a, b in byte_pairs:
+        if a.shape != b.shape or a.dtype != b.dtype:
+            raise ValueError(
+                f"bytes_differ_many needs equal shapes and dtypes, got {a.shape}/{a.dtype} "
+                f"and {b.shape}/{b.dtype}"
+            )
     results: dict[int, Scan] = {}
     batch = _NativeBatch()
     planned = []
@@ -109,6 +131,13 @@ def scan_many(
         within = out.dtype.is_floating_point and threshold > 0.0
         key = batch.floats(out, ref) if within else batch.bytes_differ(out, ref)
         planned.append((index, out, ref, threshold, poison, within, key))
+    byte_planned = []
+    for a, b in byte_pairs:
+        # A non-contiguous view is copied flat: the copies are the harness's own temporaries.
+        copies = not (a.is_contiguous() and b.is_contiguous())
+        with unpoisoned() if copies else contextlib.nullcontext():
+            a, b = _flat_bytes(a), _flat_bytes(b)
+        byte_planned.append((a, b, batch.bytes_differ(a, b) if a.numel() else None))
     native = batch.run()
     undecided = []
     for index, out, ref, threshold, poison, within, key in planned:
@@ -124,47 +153,26 @@ def scan_many(
             undecided.append((index, out, ref, threshold, poison, within, answer))
         else:
             results[index] = found
-    if undecided:
-        with unpoisoned():
-            for index, out, ref, threshold, poison, within, answer in undecided:
-                out, ref = out.detach(), ref.detach()
-                clean = None
-                if answer is None:  # no native pass for this pair: torch's clean pass first
-                    clean = (
-                        _clean_within_threshold(out, ref, threshold, poison)
-                        if within
-                        else _clean_bit_equal(out, ref)
-                    )
-                if clean is None:
-                    clean = _exact(out, ref, threshold, poison)
-                    clean.host_syncs += 1
-                results[index] = clean
-    return [results[i] for i in range(len(items))]  # every item has its Scan: a KeyError is a bug here
-
-
-def bytes_differ_many(pairs: Sequence[tuple[torch.Tensor, torch.Tensor]]) -> list[bool]:
-    """For each (a, b) of the same shape and dtype: whether any byte differs. One batch (one host
-    synchronization on a GPU); unlike `scan` there is no exact pass to count and place a difference, so
-    pairs that are meant to differ (A and B inputs) cost no more than pairs that are meant to agree."""
-    batch = _NativeBatch()
-    planned = []
-    for a, b in pairs:
-        if a.shape != b.shape or a.dtype != b.dtype:
-            raise ValueError(
-                f"bytes_differ_many needs equal shapes and dtypes, got {a.shape}/{a.dtype} "
-                f"and {b.shape}/{b.dtype}"
-            )
-        # A non-contiguous view is copied flat: the copies are the harness's own temporaries.
-        copies = not (a.is_contiguous() and b.is_contiguous())
-        with unpoisoned() if copies else contextlib.nullcontext():
-            a, b = _flat_bytes(a), _flat_bytes(b)
-        planned.append((a, b, batch.bytes_differ(a, b) if a.numel() else None))
-    native = batch.run()
-    with unpoisoned():
-        return [
+    torch_path = bool(undecided) or any(key is None for _, _, key in byte_planned)
+    with unpoisoned() if torch_path else contextlib.nullcontext():
+        for index, out, ref, threshold, poison, within, answer in undecided:
+            out, ref = out.detach(), ref.detach()
+            clean = None
+            if answer is None:  # no native pass for this pair: torch's clean pass first
+                clean = (
+                    _clean_within_threshold(out, ref, threshold, poison)
+                    if within
+                    else _clean_bit_equal(out, ref)
+                )
+            if clean is None:
+                clean = _exact(out, ref, threshold, poison)
+                clean.host_syncs += 1
+            results[index] = clean
+        differ = [
             bool(native[key]) if key is not None else bool(a.numel()) and not torch.equal(a, b)
-            for a, b, key in planned
+            for a, b, key in byte_planned
         ]
+    return [results[i] for i in range(len(items))], differ  # every item has its Scan: a KeyError is a bug
 
 
 def _flat_bytes(t: torch.Tensor) -> torch.Tensor:
@@ -383,21 +391,35 @@ class _NativeBatch:
         switch = (
             torch.cuda.device(index) if torch.cuda.current_device() != index else contextlib.nullcontext()
         )
-        words = (ctypes.c_uint * (4 * len(queued)))()
+        count = len(queued)
+        # The batch as scan.hip's parallel arrays: kind 0-2 a float scan (args: out, ref or None, n, kind),
+        # 3 the byte comparison (args: a, b, nbytes).
+        a = (ctypes.c_void_p * count)(*(args[0] for _, _, args, _ in queued))
+        b = (ctypes.c_void_p * count)(*(args[1] for _, _, args, _ in queued))
+        n = (ctypes.c_longlong * count)(*(args[2] for _, _, args, _ in queued))
+        kind = (ctypes.c_int * count)(*(args[3] if what == "floats" else 3 for what, _, args, _ in queued))
+        words = (ctypes.c_uint * (4 * count))()
+        per_launch = int(lib.graphsafe_scan_batch_jobs())
         with switch, cls._LOCK:
             stream = _raw_stream(device)
             launched = 0
             try:
-                for slot, (what, _, args, _) in enumerate(queued):
-                    if what == "floats":
-                        code = lib.graphsafe_scan_floats_launch(*args, stream, slot)
-                    else:
-                        code = lib.graphsafe_scan_bytes_differ_launch(*args, stream, slot)
+                for first in range(0, count, per_launch):
+                    jobs = min(per_launch, count - first)
+                    code = lib.graphsafe_scan_batch_launch(
+                        jobs,
+                        ctypes.byref(a, first * ctypes.sizeof(ctypes.c_void_p)),
+                        ctypes.byref(b, first * ctypes.sizeof(ctypes.c_void_p)),
+                        ctypes.byref(n, first * ctypes.sizeof(ctypes.c_longlong)),
+                        ctypes.byref(kind, first * ctypes.sizeof(ctypes.c_int)),
+                        stream,
+                        first,
+                    )
                     if code:
                         raise RuntimeError(
-                            f"graphsafe_scan_{what} launch failed with GPU runtime error {code}"
+                            f"graphsafe_scan_batch_launch failed with GPU runtime error {code}"
                         )
-                    launched += 1
+                    launched += jobs
             finally:
                 # Always wait for what was launched: a slot still in flight must not be handed out again.
                 code = lib.graphsafe_scan_collect(stream, launched, words)

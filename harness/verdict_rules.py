@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -17,7 +17,7 @@ import torch
 from harness import verdicts as V
 from harness.backends import GraphBackend
 from harness.case import Case
-from harness.compare import Comparison, compare_many, default_threshold, poison_values
+from harness.compare import Comparison, compare_and_differ, default_threshold, poison_values
 from harness.errors import (
     REFUSAL_ERRORS,
     CaptureError,
@@ -55,8 +55,11 @@ def _verdict_row(
     eager_out: list[torch.Tensor],
     reference: list[torch.Tensor] | None,
     fresh: list[torch.Tensor] | None = None,
+    inputs_seen: Sequence[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = (),
 ) -> Row:
-    """Row verdict, first failure wins (the order is in the module note)."""
+    """Row verdict, first failure wins (the order is in the module note). `inputs_seen`: (inputs the op
+    or the replay read, the inputs they were copied from) pairs: a passing row whose op changed an input that
+    the case does not declare in Case.mutates is eager_mismatch."""
     counts = {len(graph_out), len(eager_out)} | ({len(reference)} if reference is not None else set())
     if fresh is not None:
         counts.add(len(fresh))
@@ -74,7 +77,9 @@ def _verdict_row(
         groups.append(list(zip(graph_out, reference, thresholds, strict=True)))
     if fresh is not None:
         groups.append(list(zip(eager_out, fresh, replay_thresholds, strict=True)))
-    flat = compare_many([pair for group in groups for pair in group])
+    names, byte_pairs = _undeclared_writes(case, inputs_seen)
+    flat, differ = compare_and_differ([pair for group in groups for pair in group], byte_pairs)
+    modified = sorted({name for name, d in zip(names, differ, strict=True) if d})
     done = [_worst(flat[i * len(eager_out) : (i + 1) * len(eager_out)]) for i in range(len(groups))]
     vs_eager = done[0]
     if reference is not None:
@@ -103,6 +108,8 @@ def _verdict_row(
         verdict, detail = V.STALE_REPLAY, "graph replay vs reference: " + _describe(graph_cmp)
     elif not vs_eager.ok:
         verdict, detail = V.STALE_REPLAY, "graph replay vs eager: " + _describe(vs_eager)
+    elif modified:
+        verdict, detail = V.EAGER_MISMATCH, f"op modified input(s) {modified} not declared in Case.mutates"
     else:
         verdict, detail = V.PASS, ""
     return row(
@@ -307,12 +314,11 @@ def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {name: t.clone() for name, t in inputs.items()}
 
 
-def _modified_inputs(
-    case: Case, *pairs: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]
-) -> list[str]:
-    """Inputs whose bytes changed although the case does not declare that the op writes them: for each
-    (actual, expected) pair of input sets, every input not in Case.mutates, all in one batch of byte
-    comparisons (one host synchronization on a GPU)."""
+def _undeclared_writes(
+    case: Case, pairs: Sequence[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]]
+) -> tuple[list[str], list[tuple[torch.Tensor, torch.Tensor]]]:
+    """For each (actual, expected) pair of input sets, every input not in Case.mutates as (name, byte pair):
+    the byte comparisons that show an input the op wrote although the case does not declare it."""
     names, byte_pairs = [], []
     for actual, expected in pairs:
         for name, t in expected.items():
@@ -320,4 +326,4 @@ def _modified_inputs(
                 continue
             names.append(name)
             byte_pairs.append((actual[name], t))
-    return sorted({name for name, d in zip(names, bytes_differ_many(byte_pairs), strict=True) if d})
+    return names, byte_pairs

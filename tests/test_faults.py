@@ -560,16 +560,27 @@ def _double(x: torch.Tensor) -> torch.Tensor:
     return x * 2
 
 
-def test_b_inputs_are_made_when_used_not_all_held() -> None:
+def test_b_inputs_are_made_when_used_not_all_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inputs past the check's store (protocol.KEEP_BYTES, set here below one input set) are made when used
+    and dropped after: 20 replays hold a few input sets at once, not 21. Within the store, small inputs are
+    kept for the second pattern instead, so the count is the seeds'."""
+    from harness import protocol
+
     held: list[int] = []
 
     def counting(x: torch.Tensor) -> torch.Tensor:
         held.append(len(_made))
         return x * 2
 
+    monkeypatch.setattr(protocol, "KEEP_BYTES", 16)
     result = check(Case(name="t.lazy_b", make_inputs=_make, op=counting), "cpu", replays=20)
     assert result.verdict == "pass" and len(result.rows) == 40
     assert max(held) <= 4, f"{max(held)} input sets alive at once with 20 replays"
+
+    monkeypatch.undo()
+    held.clear()
+    result = check(Case(name="t.kept_b", make_inputs=_make, op=counting), "cpu", replays=20)
+    assert result.verdict == "pass" and max(held) <= 21 + 3, f"{max(held)} input sets alive at once"
 
 
 # ---------------------------------------------------------------------------------------------- item 5

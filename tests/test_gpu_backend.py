@@ -175,6 +175,27 @@ def test_poisoning_allocator_fills_fresh_blocks(backend, pattern: int) -> None: 
 
 
 @gpu
+def test_reused_segments_hold_the_new_scopes_pattern(backend) -> None:  # type: ignore[no-untyped-def]
+    """Method: write zeros into a fresh 3 MiB block under 0xFF, end the scope (its pool is destroyed and the
+    allocator keeps the segment), then allocate the same size under 0x7F with torch's fill off. Expected: the
+    segment was reused (the allocator's count) and every byte is 0x7F, not the zeros the last owner wrote."""
+    from harness.backends.gpu import GpuBackend
+
+    with backend.poisoned_allocation(0xFF):
+        first = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+        first.zero_()
+        del first
+    before = GpuBackend.poison_stats()
+    with backend.poisoned_allocation(0x7F):
+        torch.utils.deterministic.fill_uninitialized_memory = False  # type: ignore[attr-defined]
+        again = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+        backend.synchronize()
+        assert GpuBackend.poison_stats()["reuses"] > before["reuses"]
+        assert int((again != 0x7F).sum()) == 0
+        del again
+
+
+@gpu
 @pytest.mark.parametrize("pattern", [0xFF, 0x7F])
 def test_empty_results_hold_the_scopes_byte_pattern(backend, pattern: int) -> None:  # type: ignore[no-untyped-def]
     """Method: torch.empty in a call of the op (op_call_poisoning, as the protocol calls it) inside the scope,

@@ -270,3 +270,50 @@ def test_an_exception_that_is_its_own_cause_still_gets_a_verdict() -> None:
     assert results, "check did not return within 60 s"
     assert results[0].verdict == "capture_error"
     assert "refused under stream capture" in results[0].rows[0].detail
+
+
+def test_inputs_and_references_are_made_once_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both patterns use the same seeds, so a small case's inputs (A and each B) and its reference on each B are
+    made once per check; past KEEP_BYTES they are made per pattern again, and the verdict is the same."""
+    from harness import protocol
+
+    made: list[int] = []
+    referenced: list[float] = []
+
+    def counted_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        made.append(seed)
+        return _inputs(seed, device)
+
+    def reference(x: torch.Tensor) -> torch.Tensor:
+        referenced.append(float(x[0]))
+        return x * 2
+
+    case = Case(name="t_store", make_inputs=counted_inputs, op=_double, reference=reference)
+    assert check(case, "cpu", replays=3).verdict == "pass"
+    assert sorted(made) == [0, 1, 2, 3] and len(referenced) == 3
+
+    made.clear()
+    referenced.clear()
+    monkeypatch.setattr(protocol, "KEEP_BYTES", 0)
+    assert check(case, "cpu", replays=3).verdict == "pass"
+    assert sorted(made) == [0, 0, 1, 1, 2, 2, 3, 3] and len(referenced) == 6
+
+
+def test_kept_inputs_stay_as_made_when_the_op_writes_its_inputs() -> None:
+    """An op that writes its input (declared in mutates) gets copies; the kept B is what make_inputs made, so
+    the second pattern's replay still sees fresh B values and a stale replay would still show."""
+
+    def adds_in_place(x: torch.Tensor) -> torch.Tensor:
+        x.add_(1)
+        return x * 2
+
+    case = Case(
+        name="t_store_mutates",
+        make_inputs=_inputs,
+        op=adds_in_place,
+        reference=lambda x: (x + 1) * 2,
+        mutates=("x",),
+    )
+    result = check(case, "cpu", replays=2)
+    assert result.verdict == "pass", result.detail
+    assert {r.pattern for r in result.rows} == {"0xff", "0x7f"}

@@ -82,6 +82,11 @@ class GraphBackend(abc.ABC):
         """
         return contextlib.nullcontext()
 
+    def kept_allocation(self) -> contextlib.AbstractContextManager[None]:
+        """Scope for the harness's own tensors that outlive one poisoned scope (a check's inputs and reference
+        outputs, kept for both patterns). Backends whose poisoned scope has no pool of its own: nothing to do."""
+        return contextlib.nullcontext()
+
     def shared_pool(self) -> contextlib.AbstractContextManager[None]:
         """Scope in which every capture shares one memory pool, as an engine's graphs of several batch sizes
         do (vLLM captures its sizes largest first into one pool). Backends without pools: nothing to share."""

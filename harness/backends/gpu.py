@@ -395,7 +395,7 @@ class GpuBackend(GraphBackend):
         if _is_device_fault(body_error):
             _LIFE.forbid_frees(f"device fault: {body_error}")
         try:
-            torch.cuda.synchronize(self.device)
+            self.synchronize()
         except BaseException as exc:  # the context is gone: emptyCache would throw from ~MemPool
             _LIFE.forbid_frees(f"synchronize failed at scope exit: {type(exc).__name__}: {exc}")
             fault = exc
@@ -447,6 +447,11 @@ class GpuBackend(GraphBackend):
             if was_open:
                 self._open_eager()
 
+    def kept_allocation(self) -> contextlib.AbstractContextManager[None]:
+        """torch's ordinary pool for the scope: the eager pool is destroyed when its poisoned scope ends
+        (`_close_scope`), so what the next pattern still reads must not live in it."""
+        return self._eager_suspended()
+
     def _reclaim(self) -> None:
         """Destroy released graphs and pools now, closing this backend's eager context for that moment."""
         if not _LIFE.pending():
@@ -466,7 +471,7 @@ class GpuBackend(GraphBackend):
                 for _ in range(warmup):
                     fn()
             current.wait_stream(self._side_stream)
-        torch.cuda.synchronize(self.device)
+        self.synchronize()
         self._reclaim()  # graphs released or collected since the last capture, before this one grows memory
 
         if self._shared is not None:
@@ -574,7 +579,13 @@ class GpuBackend(GraphBackend):
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:
-        torch.cuda.synchronize(self.device)
+        # A check synchronizes about 27 times; torch.cuda.synchronize(device) enters a device context in
+        # Python around the same C call each time (torch/cuda/__init__.py), so the C call is made directly
+        # while this device is current, as it is after __init__'s set_device.
+        if torch._C._cuda_getDevice() == self.device.index:
+            torch._C._cuda_synchronize()
+        else:
+            torch.cuda.synchronize(self.device)
 
     def memory_in_use(self) -> int:
         """torch's reserved bytes on this device. They include the poisoning pools' segments (torch counts a
@@ -597,7 +608,8 @@ class GpuBackend(GraphBackend):
 
     @staticmethod
     def poison_stats() -> dict[str, int]:
-        """Live bytes and malloc count of the poisoning allocator (diagnostics for tests and reports)."""
+        """Live bytes, malloc count and how many mallocs reused a cached segment, of the poisoning allocator
+        (diagnostics for tests and reports)."""
         loaded = _load_poison_allocator()
         if "ctypes" not in loaded:
             return {}
@@ -605,4 +617,5 @@ class GpuBackend(GraphBackend):
         return {
             "live_bytes": int(lib.graphsafe_poison_live_bytes()),
             "mallocs": int(lib.graphsafe_poison_malloc_count()),
+            "reuses": int(lib.graphsafe_poison_reuse_count()),
         }

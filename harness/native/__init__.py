@@ -74,9 +74,10 @@ def gpu_library() -> dict[str, Any]:
             "graphsafe_set_pattern": ([_INT], None),
             "graphsafe_poison_live_bytes": ([], _LL),
             "graphsafe_poison_malloc_count": ([], _LL),
+            "graphsafe_poison_reuse_count": ([], _LL),
             "graphsafe_scan_slots": ([], _INT),
-            "graphsafe_scan_floats_launch": ([_P, _P, _LL, _INT, _P, _INT], _INT),
-            "graphsafe_scan_bytes_differ_launch": ([_P, _P, _LL, _P, _INT], _INT),
+            "graphsafe_scan_batch_jobs": ([], _INT),
+            "graphsafe_scan_batch_launch": ([_INT, _P, _P, _P, _P, _P, _INT], _INT),
             "graphsafe_scan_collect": ([_P, _INT, _U32P], _INT),
         },
     )

@@ -36,6 +36,7 @@ typedef cudaStream_t hipStream_t;
 #define hipMemcpyAsync cudaMemcpyAsync
 #define hipMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipGetDevice cudaGetDevice
 #define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipErrorInvalidDevice cudaErrorInvalidDevice

@@ -9,9 +9,9 @@
 //
 // Why native: the same clean pass written with torch ops is about eight launches and one host read; on the
 // H200 a 4096-float comparison cost 0.2 ms and a 64 MiB one read at 0.17 of the device's copy bandwidth
-// (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: one kernel per comparison, whose
-// last block writes the result into mapped host memory, and one stream synchronization for a whole batch of
-// comparisons (`_launch` functions, then `graphsafe_scan_collect`).
+// (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: a batch of comparisons is one
+// kernel launch (`graphsafe_scan_batch_launch`), each comparison's last block writes its result into mapped
+// host memory, and one stream synchronization reads the whole batch (`graphsafe_scan_collect`).
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
@@ -51,7 +51,7 @@ __device__ inline float load(const void* base, long long i) {
   return bits_to_float(static_cast<unsigned>(h) << 16);  // bfloat16
 }
 
-// Every kernel below accumulates into one slot: acc[0] = bits of max|out - ref| (or 1 if any byte differs),
+// Every comparison below accumulates into one slot: acc[0] = bits of max|out - ref| (or 1 if any byte differs),
 // acc[1] = bits of max|ref|, acc[2] = 1 if anything was not finite, acc[3] = blocks finished. The block that
 // finishes last (CUDA's threadFenceReduction sample) publishes the slot into mapped host memory and zeroes it
 // for the next use: no memset before a launch, no copy after it, the host only waits for the stream.
@@ -80,7 +80,7 @@ __device__ inline void block_publish(Slot slot, unsigned a0, unsigned a1, unsign
 }
 
 template <int KIND>
-__global__ void __launch_bounds__(kThreads) scan_kernel(const void* out, const void* ref, long long n, Slot slot) {
+__device__ void scan_body(const void* out, const void* ref, long long n, Slot slot) {
   __shared__ unsigned block_acc[3];
   if (threadIdx.x < 3) block_acc[threadIdx.x] = 0;
   __syncthreads();
@@ -125,8 +125,7 @@ __device__ inline float lane(const uint4& v, int j) {
 // bandwidth with one element per load, reports/measurements/h200-2026-12-01-session2). Elements past the
 // last whole word go through the scalar loop.
 template <int KIND>
-__global__ void __launch_bounds__(kThreads) scan_words_kernel(const void* out, const void* ref, long long n,
-                                                              Slot slot) {
+__device__ void scan_words_body(const void* out, const void* ref, long long n, Slot slot) {
   constexpr int kPerWord = KIND == 0 ? 4 : 8;
   __shared__ unsigned block_acc[3];
   if (threadIdx.x < 3) block_acc[threadIdx.x] = 0;
@@ -177,9 +176,8 @@ __global__ void __launch_bounds__(kThreads) scan_words_kernel(const void* out, c
 }
 
 // Slot word 0 = 1 if any 16-byte word (or tail byte) of a and b differs.
-__global__ void __launch_bounds__(kThreads) differ_kernel(const uint4* a, const uint4* b, long long words,
-                                                           const unsigned char* a_tail,
-                                                           const unsigned char* b_tail, int tail_bytes, Slot slot) {
+__device__ void differ_body(const uint4* a, const uint4* b, long long words, const unsigned char* a_tail,
+                            const unsigned char* b_tail, int tail_bytes, Slot slot) {
   unsigned differ = 0;
   const long long stride = static_cast<long long>(gridDim.x) * kThreads;
   for (long long i = static_cast<long long>(blockIdx.x) * kThreads + threadIdx.x; i < words; i += stride) {
@@ -193,9 +191,47 @@ __global__ void __launch_bounds__(kThreads) differ_kernel(const uint4* a, const 
   block_publish(slot, any, 0u, 0u);
 }
 
-// Per device: kSlots slots, so one batch of comparisons (harness/scan.py ScanBatch) is launched back to back and
-// read with one stream synchronization. A batch needs one slot per comparison; a check's largest batch is the
-// comparisons of one replay (4 per output) or the inputs of one modification check.
+// One comparison of a batch. kind: 0/1/2 float32/float16/bfloat16 over 16-byte words (both arrays aligned),
+// 3/4/5 the same element by element (unaligned), 6 bytes differ (n = 16-byte words, the rest in the tail).
+struct Job {
+  const void* a;
+  const void* b;
+  long long n;
+  const unsigned char* a_tail;
+  const unsigned char* b_tail;
+  int tail_bytes;
+  int kind;
+  Slot slot;
+};
+
+// A batch travels as the kernel's argument: 32 jobs of 56 bytes stay inside the 4 KB a kernel's arguments
+// may take on HIP (CUDA allows more). Larger batches are several launches.
+constexpr int kBatchJobs = 32;
+struct Batch {
+  Job jobs[kBatchJobs];
+};
+
+// Every comparison of a batch in one launch: blockIdx.y picks the job, and the job's blocks stride over it
+// with the grid's width, as a launch of its own would. One launch instead of one per comparison: a replay's
+// batch is up to 9 comparisons of a few KB, each a few microseconds to launch and run alone.
+__global__ void __launch_bounds__(kThreads) batch_kernel(Batch batch) {
+  const Job& job = batch.jobs[blockIdx.y];
+  switch (job.kind) {
+    case 0: scan_words_body<0>(job.a, job.b, job.n, job.slot); break;
+    case 1: scan_words_body<1>(job.a, job.b, job.n, job.slot); break;
+    case 2: scan_words_body<2>(job.a, job.b, job.n, job.slot); break;
+    case 3: scan_body<0>(job.a, job.b, job.n, job.slot); break;
+    case 4: scan_body<1>(job.a, job.b, job.n, job.slot); break;
+    case 5: scan_body<2>(job.a, job.b, job.n, job.slot); break;
+    default:
+      differ_body(static_cast<const uint4*>(job.a), static_cast<const uint4*>(job.b), job.n, job.a_tail,
+                  job.b_tail, job.tail_bytes, job.slot);
+  }
+}
+
+// Per device: kSlots slots, so one batch of comparisons (harness/scan.py _NativeBatch) is launched and read
+// with one stream synchronization. A batch needs one slot per comparison; a check's largest batch is the
+// comparisons of one replay (4 per output) and its check of the inputs (2 per input).
 constexpr int kSlots = 1024;
 
 struct Scratch {
@@ -259,48 +295,50 @@ extern "C" {
 // The number of slots a batch may use (slot indices 0 .. graphsafe_scan_slots() - 1).
 int graphsafe_scan_slots(void) { return kSlots; }
 
-// Launch the float scan into `slot` on `stream`, without waiting. kind: 0 float32, 1 float16, 2 bfloat16; ref
-// may be null (then max|out| and the flag). graphsafe_scan_collect reads the result. Returns the runtime's
-// error code (0 on success). The current device must be the arrays' device.
-int graphsafe_scan_floats_launch(const void* out, const void* ref, long long n, int kind, void* stream_handle,
-                                 int slot) {
-  if (n <= 0 || kind < 0 || kind > 2) return static_cast<int>(hipErrorInvalidValue);
-  Slot target;
-  hipError_t err = take_slot(slot, &target);
-  if (err != hipSuccess) return static_cast<int>(err);
-  hipStream_t stream = static_cast<hipStream_t>(stream_handle);
-  const bool aligned = ((reinterpret_cast<uintptr_t>(out) | reinterpret_cast<uintptr_t>(ref)) % 16) == 0;
-  if (aligned) {
-    unsigned blocks = blocks_for(n / (kind == 0 ? 16 : 32) + 1);  // 4 words of 4 or 8 elements per thread
-    if (kind == 0) scan_words_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-    if (kind == 1) scan_words_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-    if (kind == 2) scan_words_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-  } else {
-    unsigned blocks = blocks_for((n + 1) / 2);
-    if (kind == 0) scan_kernel<0><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-    if (kind == 1) scan_kernel<1><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-    if (kind == 2) scan_kernel<2><<<blocks, kThreads, 0, stream>>>(out, ref, n, target);
-  }
-  return static_cast<int>(hipGetLastError());
-}
+// The number of comparisons one graphsafe_scan_batch_launch takes.
+int graphsafe_scan_batch_jobs(void) { return kBatchJobs; }
 
-// Launch the byte comparison of a and b (both 16-byte aligned) into `slot`, without waiting.
-int graphsafe_scan_bytes_differ_launch(const void* a, const void* b, long long nbytes, void* stream_handle,
-                                       int slot) {
-  if (nbytes <= 0) return static_cast<int>(hipErrorInvalidValue);
-  if ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16 != 0) {
-    return static_cast<int>(hipErrorInvalidValue);
+// Launch `count` comparisons (at most graphsafe_scan_batch_jobs()) in one kernel on `stream`, without
+// waiting; comparison j publishes into slot first_slot + j, which graphsafe_scan_collect reads. For each j:
+// kind[j] 0 float32, 1 float16, 2 bfloat16: max|a - b|, max|b| and the non-finite flag over n[j] elements
+// (b may be null: max|a|); kind[j] 3: whether any of n[j] bytes of a and b differs (both 16-byte aligned).
+// Returns the runtime's error code (0 on success). The current device must be the arrays' device.
+int graphsafe_scan_batch_launch(int count, const void* const* a, const void* const* b, const long long* n,
+                                const int* kind, void* stream_handle, int first_slot) {
+  if (count <= 0 || count > kBatchJobs) return static_cast<int>(hipErrorInvalidValue);
+  Batch batch = {};
+  unsigned blocks = 1;
+  for (int j = 0; j < count; ++j) {
+    Job& job = batch.jobs[j];
+    if (n[j] <= 0 || kind[j] < 0 || kind[j] > 3) return static_cast<int>(hipErrorInvalidValue);
+    hipError_t err = take_slot(first_slot + j, &job.slot);
+    if (err != hipSuccess) return static_cast<int>(err);
+    job.a = a[j];
+    job.b = b[j];
+    const bool aligned = ((reinterpret_cast<uintptr_t>(a[j]) | reinterpret_cast<uintptr_t>(b[j])) % 16) == 0;
+    unsigned job_blocks = 1;
+    if (kind[j] == 3) {
+      if (!aligned) return static_cast<int>(hipErrorInvalidValue);
+      const long long words = n[j] / 16;
+      job.kind = 6;
+      job.n = words;
+      job.tail_bytes = static_cast<int>(n[j] % 16);
+      job.a_tail = static_cast<const unsigned char*>(a[j]) + words * 16;
+      job.b_tail = static_cast<const unsigned char*>(b[j]) + words * 16;
+      job_blocks = blocks_for(words > 0 ? words : 1);
+    } else if (aligned) {
+      job.kind = kind[j];
+      job.n = n[j];
+      job_blocks = blocks_for(n[j] / (kind[j] == 0 ? 16 : 32) + 1);  // 4 words of 4 or 8 elements per thread
+    } else {
+      job.kind = 3 + kind[j];
+      job.n = n[j];
+      job_blocks = blocks_for((n[j] + 1) / 2);
+    }
+    if (job_blocks > blocks) blocks = job_blocks;
   }
-  Slot target;
-  hipError_t err = take_slot(slot, &target);
-  if (err != hipSuccess) return static_cast<int>(err);
   hipStream_t stream = static_cast<hipStream_t>(stream_handle);
-  long long words = nbytes / 16;
-  int tail = static_cast<int>(nbytes % 16);
-  const unsigned char* a_tail = static_cast<const unsigned char*>(a) + words * 16;
-  const unsigned char* b_tail = static_cast<const unsigned char*>(b) + words * 16;
-  differ_kernel<<<blocks_for(words > 0 ? words : 1), kThreads, 0, stream>>>(
-      static_cast<const uint4*>(a), static_cast<const uint4*>(b), words, a_tail, b_tail, tail, target);
+  batch_kernel<<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(batch);
   return static_cast<int>(hipGetLastError());
 }
 
