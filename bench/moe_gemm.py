@@ -5,7 +5,8 @@ the same run (a D2D copy of the same byte count), time against a per-expert bf16
 torch._grouped_mm (where present), and the zero-fill overhead table of aiter PR #5831 (2T/(E*K), zeros time,
 GEMM time, overhead), the op's time eager and replayed from a CUDA graph (graph_ms: how a decode step
 runs it, without Python dispatch and launch gaps), which kernel ran (moe_gemm_ops.kernel_path), and the
-host time of one eager call of the op (host_us; torch._grouped_mm's beside it). Skips cleanly without a GPU.
+host time of one eager call of the op (host_us through torch.ops.graphsafe.moe_gemm, host_us_default through its
+.default overload; torch._grouped_mm's beside them). Skips cleanly without a GPU.
 The kernel's own variants (e4m3 decode, tensor-core path) are swept by bench/moe_gemm_variants.cu.
 
     python bench/moe_gemm.py --out reports/bench_moe_gemm.csv [--fmt mxfp8 ...] [--shapes Hy4-TP8-decode ...]
@@ -99,6 +100,9 @@ def bench_shape(name, e, n, k, tpe, fmt):
     gemm_ms = _time_ms(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
     w, s, g = moe_gemm_ops.kn_views(q)
     op_host_us = host_us(lambda: torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, block_m))
+    # The same call through the resolved overload (moe_gemm_ops.moe_gemm_op, torch.ops.graphsafe.moe_gemm.default):
+    # without the packet's per-call overload resolution.
+    op_host_us_default = host_us(lambda: moe_gemm_ops.moe_gemm_op(x, w, s, g, bmap, fmt, block_m))
     graph_ms = _time_ms(_captured(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m)).replay)
     wbytes = _weight_bytes(q)
     src = torch.empty(wbytes, dtype=torch.uint8, device=dev)
@@ -137,6 +141,7 @@ def bench_shape(name, e, n, k, tpe, fmt):
         "bf16_loop_ms": round(loop_ms, 4),
         "grouped_mm_ms": round(grouped_ms, 4),
         "host_us": round(op_host_us, 1),
+        "host_us_default": round(op_host_us_default, 1),
         "grouped_mm_host_us": round(grouped_host_us, 1),
         "2T_over_EK": round(2 * rows / (e * k), 3),
         "zeros_ms": round(zeros_ms, 4),

@@ -114,7 +114,7 @@ static void compare(const char* what, const std::vector<uint16_t>& ref, const st
 }
 
 // (4) MXFP4 at the decode shapes: the CUDA-core kernel (the CPU twin's bits, the reference here) against
-// ring-kernel tilings (tolerance), each with the op's prepare_rows launch.
+// ring-kernel tilings and chunks per stage (tolerance; each scales x itself) and the op's launcher.
 static void mxfp4_sweep(const Shape* shapes, size_t count) {
   std::printf("\nmxfp4\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
   for (size_t si = 0; si < count; ++si) {
@@ -176,23 +176,22 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
         gs_moe_gemm_kernel<GS_FMT_MXFP4, 16, 1><<<grid, kThreads>>>(a);
       });
     }
-#define RING4(NT, ST, MINB)                                                                              \
-  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB, [&] {                                 \
-    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST>();                                     \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB>,                     \
+#define RING4(NT, ST, MINB, UC)                                                                          \
+  run("ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC, [&] {                                     \
+    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST, kMmaWarps, UC>();                      \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC>,      \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
-    gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);                                                          \
     dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
-    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB><<<grid, kMmaWarps * 32, smem>>>(a);          \
+    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC><<<grid, kMmaWarps * 32, smem>>>(a); \
   })
-    RING4(4, 2, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4)
-    RING4(4, 3, 4);
-    RING4(4, 4, 3);
-    RING4(2, 3, 5);
-    RING4(2, 4, 5);
-    RING4(4, 4, 4);
-    RING4(4, 3, 3);
-    RING4(4, 2, 3);
+    run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(s.tpe), 1, 0)); });  // what the op runs
+    RING4(4, 2, 4, 8);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4, gs_ring_chunks)
+    RING4(4, 3, 2, 8);
+    RING4(2, 2, 4, 8);
+    RING4(2, 3, 4, 8);
+    RING4(2, 4, 3, 8);
+    RING4(4, 2, 4, 4);  // 4 chunks (64 bytes per column) per stage
+    RING4(4, 3, 4, 4);
 #undef RING4
     CK(cudaGetLastError());
     for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
@@ -280,7 +279,7 @@ int main() {
     // The op's arguments for the [E, K, N] view of [E, N, K] storage (kernels/moe_gemm/ops.py).
     GsMoeArgs a{GS_FMT_MXFP8, dx, s.K, R, s.K, s.N, s.E, dw, s.N * s.K, 1, s.K, ds, s.N * (s.K / 32), 1,
                 s.K / 32, 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
-    // The fp8 ring path's workspace (x as row-scaled f16): written once here; "prepare_rows" times it.
+    // The prefill path's workspace (x as row-scaled f16), written once here for the kernels timed alone.
     uint16_t* dxh = nullptr;
     float* dxrs = nullptr;
     CK(cudaMalloc(&dxh, R * s.K * 2));
@@ -320,14 +319,14 @@ int main() {
       CORE_TILE(2, 3);
       CORE_TILE(2, 4);
       CORE_TILE(8, 1);
-      // The ring kernel at one row per slot (15 of its 16 MMA rows zero), with the prepare_rows launch the
-      // op makes: whether MXFP8 decode would gain from the tensor-core path the launcher keeps for > 4 rows.
-      run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {
-        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
+      // The ring kernel at one row per slot (15 of its 16 MMA rows zero; it scales x itself): whether MXFP8
+      // decode would gain from the tensor-core path the launcher keeps for > 4 rows.
+      run("ring_NT4_S2_minblocks4", [&] {
         constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
         dim3 grid((s.N + 127) / 128, a.S);
         gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
       }, false);
+      run("op_launch_block_m1", [&] { CK(gs_moe_gemm_launch(a, 1, 1, 0)); }, false);  // the op: CUDA-core kernel
     } else if (block_m <= 16) {
       CORE(16, 1);
       CORE(16, 0);
@@ -350,20 +349,12 @@ int main() {
       RING(2, 2, 3, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
       RING(4, 2, 2, 8);
 #undef RING
-      run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {  // what the op launches (zero-fill folded into prepare_rows)
-        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
-        constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
-        dim3 grid((s.N + 127) / 128, a.S);
-        gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
-      }, false);
-      {  // timed only: it writes no GEMM output to compare
-        const float ms = time_ms([&] { gs_moe_prepare_rows<<<R, kThreads>>>(a, 1); });
-        std::printf("%s,prepare_rows_alone,%.4f,,\n", s.name, ms);
-      }
+      run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);  // the op: ring
     } else {
       CORE(16, 1);  // block_m 64 loops 16-row groups in the CUDA-core kernel
       run("tensor_core_MT4", [&] { gs_moe_gemm_mma_kernel<GS_FMT_MXFP8, 4><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
       run("tensor_core_MT1", [&] { gs_moe_gemm_mma_kernel<GS_FMT_MXFP8, 1><<<mma_grid, kMmaWarps * 32>>>(a); }, false);
+      run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);  // prepare_rows + prefill
     }
 #undef CORE
 #undef CORE_TILE

@@ -86,6 +86,17 @@ PREFILL_CONFIGS = (
     Config("prefill_bm64_nan_rows", 4, 264, 128, 64, sizes=(70, 0, 40, 20), slack=5, nan_rows=3),
 )
 PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8", "mxfp4")
+# The ring kernel's one-launch form (slots of up to 16 rows; every MXFP4 slot): its own zero-fill blocks for
+# uncovered rows (slack, empty experts), x scaled into f16 inside the kernel from the row exponents it scans
+# (NaN rows must keep their mask), K=288 = one full MXFP4 stage of 8 chunks plus a partial one (fp8: two
+# stages of 4 chunks plus a partial one) with scale rows of 9 bytes (no 8-byte copies), N=136 past the
+# 128-column tile.
+RING_CONFIGS = (
+    Config(
+        "ring_bm16_k288_nan_slack", 8, 136, 288, 16, sizes=(16, 0, 5, 16, 3, 0, 11, 1), slack=7, nan_rows=2
+    ),
+)
+RING_FORMATS = ("bf16", "mxfp8", "block_fp8", "mxfp4")
 
 
 @functools.lru_cache(maxsize=16)  # a shape search asks for many (E, N, K): keep the last few
@@ -229,7 +240,7 @@ def _search_call(reference: bool):
 
 
 def _register_all() -> None:
-    by_name = {c.name: c for c in CONFIGS + PREFILL_CONFIGS + DECODE_CONFIGS}
+    by_name = {c.name: c for c in CONFIGS + PREFILL_CONFIGS + DECODE_CONFIGS + RING_CONFIGS}
     for fmt in quant.FORMATS:
         names = [c.name for c in CONFIGS] if fmt == "mxfp8" else list(PER_FORMAT_CONFIGS)
         if fmt == "mxfp4":
@@ -238,6 +249,8 @@ def _register_all() -> None:
             names += [c.name for c in DECODE_CONFIGS]
         if fmt in PREFILL_FORMATS:
             names += [c.name for c in PREFILL_CONFIGS]
+        if fmt in RING_FORMATS:
+            names += [c.name for c in RING_CONFIGS]
         for name in names:
             cfg = by_name[name]
             register(

@@ -204,6 +204,8 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
         (64, (0, 100, 64, 7), 136, 96),
         (64, (64, 33, 0, 130), 520, 4096),
         (128, (5, 200, 0, 17), 137, 224),
+        (1, (1, 0, 1, 1), 136, 288),
+        (16, (16, 9, 0, 2), 136, 544),
     ],
 )
 def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
@@ -316,12 +318,12 @@ def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
 
 
 @pytest.mark.gpu
-def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
-    """The C++ entry checks the workspace the op allocates: too small is an error naming the size needed,
-    not a write past the buffer."""
-    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=16)
+def test_gpu_prefill_fp8_path_refuses_a_missing_workspace():
+    """The C++ entry checks the workspace the op allocates for the prefill kernel's f16 x: too small is an
+    error naming the size needed, not a write past the buffer."""
+    x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=64)
     out = torch.empty(32, 24, dtype=torch.bfloat16, device="cuda")
-    module, args = mo.module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 16)
+    module, args = mo.module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 64)
     need = module.workspace_bytes(*args)
     assert need == 32 * 64 * 2 + 32 * 4
     with pytest.raises(
@@ -332,11 +334,45 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
+    ("fmt", "block_m"), [("mxfp8", 16), ("bf16", 16), ("block_fp8", 16), ("mxfp4", 1), ("mxfp4", 64)]
+)
+def test_gpu_ring_path_needs_no_workspace_and_replays_from_a_graph(fmt, block_m):
+    """The ring kernel scales x into f16 and zero-fills uncovered rows in its own launch: no workspace (what
+    made the eager call allocate per call), and a captured call replays correctly with new x and a new block
+    map written into the captured tensors (rows that lose their slot must come out zero, rows that gain one
+    must be computed), bit for bit what an eager call gives for the same inputs."""
+    x, q, bmap = _problem(fmt, e=4, n=136, k=288, sizes=(5, 0, 16, 1), slack=7, block_m=block_m, seed=11)
+    qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
+    out = torch.empty(x.shape[0], 136, dtype=torch.bfloat16, device="cuda")
+    module, args = mo.module_and_args(xd, *mo.kn_views(qd), bd, fmt, out, block_m)
+    assert module.workspace_bytes(*args) == 0
+    assert mo.kernel_path(xd, qd, bd, block_m) == "tensor_core"
+    mo.moe_gemm(xd, qd, bd, block_m)  # build, plan and first launches outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mo.moe_gemm(xd, qd, bd, block_m)
+    x2, _, bmap2 = _problem(fmt, e=4, n=136, k=288, sizes=(0, 9, 3, 10), slack=7, block_m=block_m, seed=12)
+    assert bmap2.shape == bmap.shape
+    xd.copy_(x2.cuda())
+    bd.copy_(bmap2.cuda())
+    graph.replay()
+    eager = mo.moe_gemm(xd, qd, bd, block_m)
+    torch.cuda.synchronize()
+    assert torch.equal(captured.view(torch.int16), eager.view(torch.int16))
+    ref = moe_gemm_reference(x2, q, bmap2)
+    assert torch.equal(captured[22:].cpu(), torch.zeros(7, 136, dtype=torch.bfloat16))
+    assert quant.max_rel_error(captured.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + 288 * 2.0**-24
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
     ("fmt", "block_m", "slack"),
     [
         ("mxfp8", 4, 8),
         ("mxfp8", 4, 300),
         ("mxfp4", 1, 8),
+        ("mxfp4", 1, 5000),
         ("mxfp4", 4, 300),
         ("mxfp4", 64, 8),
         ("mxfp8", 16, 8),
@@ -347,10 +383,11 @@ def test_gpu_ring_fp8_path_refuses_a_missing_workspace():
     ],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
-    """Every kernel path zero-fills uncovered rows (gs_moe_prepare_rows, launched before the GEMM): the
-    CUDA-core kernel (block_m 4), the ring's fp8 path (16; the same launch writes the f16 x), the ring's
-    bf16 path (16) and the prefill kernel (64); with 300 slack rows nearly all of the output is unwritten
-    rows. zero_unwritten=False leaves the poison: what the fill is measured against."""
+    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4) and the ring kernel
+    (mxfp4 at every block_m, fp8 and bf16 at 16) with zero-fill blocks in their own grids, the prefill kernel
+    (64) through gs_moe_prepare_rows; with 300 slack rows nearly all of the output is unwritten rows, with
+    5000 more rows than the ring's 4096 zero-fill blocks, which then loop. zero_unwritten=False leaves the
+    poison: what the fill is measured against."""
     x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():

@@ -6,8 +6,8 @@
 //   out: bf16 [R, N]; f32 accumulation; slots with expert -1 return at once.
 //
 // Zero-fill (aiter#5831 defect 1): rows no slot covers (foreign experts under expert parallelism, -1
-// padding) are written as zeros by gs_moe_prepare_rows, inside the op and so inside any graph that
-// captures it. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
+// padding) are written as zeros inside the op and so inside any graph that captures it: by zero-fill blocks
+// in the CUDA-core and ring kernels' own grids (gs_zero_uncovered_rows), else by gs_moe_prepare_rows. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
 // Four kernels:
@@ -170,7 +170,7 @@ struct GsMoeArgs {
   uint16_t* out;        // bf16 [R, N] contiguous
   int vec_w;            // 16-byte weight loads allowed
   int vec_x;            // 16-byte x loads allowed
-  // The ring and prefill kernels' fp8 paths (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
+  // The prefill kernel's fp8 paths (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
@@ -694,15 +694,16 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
-//  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile, the 16 x
-//    rows and the MXFP8 scales, filled with cp.async (nothing passes through registers) from per-thread
-//    pointers computed once: 8 threads copy one 128-byte fp8 column line, so each request is a full line;
-//    the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B fragment read distinct banks;
-//  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 64-byte stage rows,
+//  * a ring of S stages in shared memory, each stage 4 chunks (128 K; MXFP4 8 chunks, 256 K) of every column
+//    of the tile, the 16 x rows and the MX scales; weights and scales filled with cp.async (nothing passes
+//    through registers) from per-thread pointers computed once: 8 threads copy one 128-byte column line, so
+//    each request is a full line; the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B
+//    fragment read distinct banks;
+//  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 128-byte stage rows,
 //    decoded to f16x2 by gs_e2m1x8_to_f16x2_ring; x as below, in that decode's pair order; scales as MXFP8's;
 //  * fp8 weights (mxfp8, block_fp8) reach the tensor core as f16 through the sm_89+ hardware conversion
 //    (gs_e4m3x2_to_f16x2: exact, NaN kept, one instruction per 2 weights; the bf16 decode took 5) and meet
-//    x as f16: gs_moe_prepare_rows scales each x row by a power of two so that its largest magnitude lies in
+//    x as f16: the kernel scales each x row by a power of two so that its largest magnitude lies in
 //    [2^7, 2^8) (exact for every element within 2^24 of it) and the epilogue multiplies the row back. f16 x
 //    f16 products are exact in the MMA's f32 accumulator;
 //  * MXFP8: each chunk's f32 partial (two MMAs from zero) times its columns' 2^(e-127), formed by shifting e
@@ -720,6 +721,8 @@ constexpr int kRingStages = 2;
 // runs; 2 tiles or 4 stages 0.123-0.146 ms: reports/measurements/h200-2026-12-01-session3-kernels).
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
+// n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
+GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
 
 __device__ __forceinline__ void gs_cp_async16(void* smem, const void* gmem, bool valid) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -737,6 +740,14 @@ __device__ __forceinline__ void gs_cp_async4(void* smem, const void* gmem) {
   __trap();
 #endif
 }
+__device__ __forceinline__ void gs_cp_async8(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(dst), "l"(gmem));
+#else
+  __trap();
+#endif
+}
 __device__ __forceinline__ void gs_cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::);
@@ -749,29 +760,40 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 #endif
 }
 
-template <int FMT>
+// Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column) or, for MXFP4, 8
+// (256 K, 128 bytes per e2m1 column): at 4 chunks an MXFP4 stage moved 64 bytes per column and took as long
+// as an MXFP8 stage of twice the bytes (Hy4-TP8 16 tokens: 0.1172 against 0.1175 ms, reports/measurements/
+// h200-2026-12-01-session3-kernels), i.e. the per-stage cost (barrier, address set-up), not bandwidth, set its pace.
+GS_HD constexpr int gs_ring_chunks(int fmt) { return fmt == GS_FMT_MXFP4 ? 8 : 4; }
+
+template <int FMT, int U = gs_ring_chunks(FMT)>
 struct GsRing {
   static constexpr int kEb = FMT == GS_FMT_BF16 ? 2 : 1;   // bytes per storage element (mxfp4: 2 K per byte)
   static constexpr bool kMx = FMT == GS_FMT_MXFP8 || FMT == GS_FMT_MXFP4;  // one E8M0 byte per chunk and column
-  static constexpr int kU = 4;                             // chunks per stage: 128 K (one block_fp8 scale block)
+  static constexpr int kU = U;                             // chunks per stage
   static constexpr int kRowBytes = FMT == GS_FMT_MXFP4 ? kU * kChunk / 2 : kU * kChunk * kEb;  // a column's stage slice
   static constexpr int kPieces = kRowBytes / 16;           // 16-byte cp.async pieces per column
   static constexpr int kPieceK = 16 * kU * kChunk / kRowBytes;  // K elements per piece
   static constexpr int kXRow = kU * kChunk + 32;           // x row in elements, padded 64 B (bank spread)
   static constexpr int kXBytes = 16 * kXRow * 2;
+  static constexpr int kSCol = kMx ? kU : 0;               // E8M0 bytes per column and stage
+  static_assert(FMT != GS_FMT_BLOCK_FP8 || kU == 4, "block_fp8: one stage per 128-K scale block");
+  static_assert(!kMx || kU == 4 || kU == 8, "MX scale words: one or two per column and stage");
   // Byte offset of K element k within a column.
   GS_HD static constexpr int64_t kbytes(int64_t k) { return FMT == GS_FMT_MXFP4 ? k / 2 : k * kEb; }
-  // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks. MXFP4:
-  // lane (g, t) reads the word at piece u, byte 4t of a 64-byte row, bank 16g + 4 (u ^ f(g)) + t mod 32; the
-  // even (odd) g share the 16g term, so f(g) = (g >> 1) & 3 tells the four apart.
+  // Swizzle of a column's 16-byte pieces so the 8 columns g of one fragment load hit distinct banks. 128-byte
+  // rows (fp8; MXFP4 at 8 chunks): lane (g, t) reads at piece p ^ g, bank 4 (p ^ g) + (t or t / 2) mod 32.
+  // MXFP4 at 4 chunks (64-byte rows): bank 16g + 4 (u ^ f(g)) + t mod 32; the even (odd) g share the 16g
+  // term, so f(g) = (g >> 1) & 3 tells the four apart.
   GS_HD static constexpr int swz(int row, int piece) {
-    return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : FMT == GS_FMT_MXFP4 ? piece ^ ((row >> 1) & 3) : piece ^ (row & 7);
+    return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : kRowBytes == 64 ? piece ^ ((row >> 1) & 3) : piece ^ (row & 7);
   }
 };
-template <int FMT, int NT, int S, int W = kMmaWarps>
+template <int FMT, int NT, int S, int W = kMmaWarps, int U = gs_ring_chunks(FMT)>
 constexpr int gs_ring_smem_bytes() {
+  using R = GsRing<FMT, U>;
   constexpr int tn = W * NT * 8;
-  return S * (tn * GsRing<FMT>::kRowBytes + GsRing<FMT>::kXBytes + (GsRing<FMT>::kMx ? tn * 4 : 0));
+  return S * (tn * R::kRowBytes + R::kXBytes + tn * R::kSCol);
 }
 
 __device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
@@ -801,21 +823,41 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 }
 
 
-// MINB (blocks per SM the register budget must allow) and W (warps per block) are the launcher's 1 and 4;
-// bench/moe_gemm_variants.cu instantiates others to measure them.
-template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps>
+// MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage) are the
+// launcher's 1, 4 and gs_ring_chunks; bench/moe_gemm_variants.cu instantiates others to measure them.
+//
+// One launch per call: grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows), and the fp8
+// / MXFP4 paths scale x into f16 themselves, so the ring path needs neither gs_moe_prepare_rows nor a
+// workspace (two launches and a torch allocation cost 20.9-23.3 us of host time per eager call against
+// 15.1-15.7 us for one launch, reports/measurements/h200-2026-12-01-session3 section 4). Per 16-row group:
+//  * the first S - 1 stages' weights are requested, then every thread scans a share of the group's x rows
+//    for the largest finite bf16 exponent E (gs_moe_prepare_rows' rule, so the f16 x is bit for bit the one
+//    it wrote), reduced per row through a warp max and a shared atomicMax;
+//  * x then travels through registers: a thread loads its bf16 pieces of stage st + S - 1 when it requests
+//    that stage's weights, and converts them (times 2^(134 - E), to f16; MXFP4 in its decode's pair order)
+//    into the ring slot after computing stage st. That slot held stage st - 1, which every warp finished
+//    before the barrier of stage st, and the barrier of stage st + 1 publishes the stores. Rows past the slot
+//    are never converted: an MMA row of A only reaches its own output row, which is not stored.
+template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT)>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
-  using R = GsRing<FMT>;
-  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 weights: x comes as gs_moe_prepare_rows' scaled f16
+  using R = GsRing<FMT, UC>;
+  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 / e2m1 weights: x as row-scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
-  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = R::kMx ? TN * 4 : 0;
+  constexpr int kWBytes = TN * R::kRowBytes, kSBytes = TN * R::kSCol;
   constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
+  constexpr int kSW = R::kMx ? U / 4 : 1;        // E8M0 words per column and stage
   static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
                 "ring tiling");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
+  __shared__ unsigned row_exp[16];  // kX16: the largest finite biased exponent of each row of the group
+  if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
+    const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
+    gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
+    return;
+  }
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
@@ -823,9 +865,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * TN;
   const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
-  const uint16_t* xbase = kX16 ? a.xh : a.x;
-  const int64_t xstride = kX16 ? a.K : a.x_sr;
-  // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, one scale word.
+  // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, the scale bytes.
   const int wr = tid / R::kPieces, wp = tid % R::kPieces;
   const uint8_t* wsrc[kWPer];
 #pragma unroll
@@ -840,7 +880,8 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   if (R::kMx && tid < TN) {
     const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
-    vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+    vec_s = a.s_sk == 1 &&
+            ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & static_cast<uintptr_t>(R::kMx ? R::kSCol - 1 : 0)) == 0;
   }
   const float* sblk = FMT == GS_FMT_BLOCK_FP8
                           ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + ((col0 + warp * NT * 8) / 128) * a.s_sn
@@ -860,8 +901,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     for (int h = 0; h < kXPer; ++h) {
       const int64_t r = rg + xrow + (16 / kXPer) * h;
       xin[h] = r < rows;
-      xsrc[h] = xbase + (xin[h] ? (row0 + r) * xstride : 0) + xpiece * 8;
+      xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
     }
+    // Weights and scale bytes of stage st into ring slot slot_i (cp.async); bf16 x too (kX16: see load_x).
     auto issue = [&](int64_t st, int slot_i) {
       uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
       const int64_t kel = st * U * kChunk;  // first K element of the stage
@@ -869,22 +911,60 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 #pragma unroll
       for (int j = 0; j < kWPer; ++j)
         gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + R::kbytes(kel) : a.w, wvalid);
-      const bool kx = kel + xpiece * 8 < a.K;
+      if (!kX16) {
+        const bool kx = kel + xpiece * 8 < a.K;
 #pragma unroll
-      for (int h = 0; h < kXPer; ++h)
-        gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
-                      kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
+        for (int h = 0; h < kXPer; ++h)
+          gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
+                        kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
+      }
       if (R::kMx && tid < TN) {
-        uint8_t* dst = base + kWBytes + R::kXBytes + tid * 4;
+        uint8_t* dst = base + kWBytes + R::kXBytes + tid * R::kSCol;
         const int64_t c0 = st * U;
         if (vec_s && c0 + U <= nchunks) {
-          gs_cp_async4(dst, ssrc + c0);
+          if (U == 8)
+            gs_cp_async8(dst, ssrc + c0);
+          else
+            gs_cp_async4(dst, ssrc + c0);
         } else {  // unaligned scale layout or the last partial stage: plain loads (rare; correct)
-          uint32_t v = 0;
+          uint32_t v[kSW] = {};
           for (int u = 0; u < U; ++u)
-            if (c0 + u < nchunks) v |= static_cast<uint32_t>(ssrc[(c0 + u) * a.s_sk]) << (8 * u);
-          *reinterpret_cast<uint32_t*>(dst) = v;
+            if (c0 + u < nchunks) v[u / 4] |= static_cast<uint32_t>(ssrc[(c0 + u) * a.s_sk]) << (8 * (u % 4));
+#pragma unroll
+          for (int q = 0; q < kSW; ++q) reinterpret_cast<uint32_t*>(dst)[q] = v[q];
         }
+      }
+    };
+    // kX16: x of stage st in registers (bf16), then into ring slot slot_i as f16 times this thread's rows'
+    // 2^(134 - E) (exact for every element within 2^24 of the row's largest; NaN and inf kept).
+    uint4 xv[kX16 ? kXPer : 1];
+    float xmul[kX16 ? kXPer : 1];
+    auto load_x = [&](int64_t st) {
+      const bool kx = st * U * kChunk + xpiece * 8 < a.K;
+#pragma unroll
+      for (int h = 0; h < kXPer; ++h)
+        if (kx && xin[h]) xv[h] = *reinterpret_cast<const uint4*>(xsrc[h] + st * U * kChunk);
+    };
+    auto store_x = [&](int64_t st, int slot_i) {
+      const bool kx = st * U * kChunk + xpiece * 8 < a.K;
+      uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
+#pragma unroll
+      for (int h = 0; h < kXPer; ++h) {
+        if (!(kx && xin[h])) continue;
+        uint32_t hw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const __half2 f = __floats2half2_rn(gs_bits_f32(hw[i] << 16) * xmul[h], gs_bits_f32(hw[i] & 0xFFFF0000u) * xmul[h]);
+          memcpy(&hw[i], &f, 4);
+        }
+        if (FMT == GS_FMT_MXFP4) {  // the ring's e2m1 pair order within 8 elements: 0, 2, 1, 3, 4, 6, 5, 7
+          const uint32_t p[4] = {__byte_perm(hw[0], hw[1], 0x5410), __byte_perm(hw[0], hw[1], 0x7632),
+                                 __byte_perm(hw[2], hw[3], 0x5410), __byte_perm(hw[2], hw[3], 0x7632)};
+#pragma unroll
+          for (int i = 0; i < 4; ++i) hw[i] = p[i];
+        }
+        *reinterpret_cast<uint4*>(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2) =
+            make_uint4(hw[0], hw[1], hw[2], hw[3]);
       }
     };
     float acc[NT][4];
@@ -897,27 +977,77 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       if (st < nst) issue(st, st);
       gs_cp_async_commit();
     }
+    float rs[2] = {1.0f, 1.0f};  // kX16: 2^(E - 134) of rows g, g + 8, which the epilogue multiplies back
+    if (kX16) {
+      // The group's row exponents, while the first stages' weights are in flight. E starts at 8 (so the
+      // multiplier 2^(134 - E) stays a normal f32); 255 (inf, NaN) is skipped.
+      const int64_t nr = rows - rg < 16 ? rows - rg : 16;
+      if (tid < 16) row_exp[tid] = 8;
+      __syncthreads();
+      const int64_t k8 = a.K / 8;
+      for (int64_t r = 0; r < nr; ++r) {
+        const uint4* xr = reinterpret_cast<const uint4*>(a.x + (row0 + rg + r) * a.x_sr);
+        unsigned em = 8;
+#pragma unroll 4
+        for (int64_t k = tid; k < k8; k += kThr) {
+          const uint4 v = xr[k];
+          for (uint32_t w : {v.x, v.y, v.z, v.w})
+            for (uint32_t e : {(w >> 7) & 0xFFu, (w >> 23) & 0xFFu}) em = e != 255u && e > em ? e : em;
+        }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        em = __reduce_max_sync(0xFFFFFFFFu, em);
+#endif
+        if (lane == 0 && em > 8) atomicMax(&row_exp[r], em);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int h = 0; h < kXPer; ++h)
+        xmul[h] = gs_bits_f32((261u - row_exp[(xrow + (16 / kXPer) * h) & 15]) << 23);  // 2^(134 - E), normal
+      rs[0] = gs_bits_f32((row_exp[g] - 7u) << 23);  // 2^(E - 134)
+      rs[1] = gs_bits_f32((row_exp[g + 8] - 7u) << 23);
+#pragma unroll
+      for (int st = 0; st < S - 1; ++st) {
+        if (st < nst) {
+          load_x(st);
+          store_x(st, st);
+        }
+      }
+    }
     int cur = 0;  // ring slot of stage st
     for (int64_t st = 0; st < nst; ++st) {
       gs_cp_async_wait<S - 2>();  // stage st has landed (for this thread) ...
       __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slot
       const int refill = cur == 0 ? S - 1 : cur - 1;
-      if (st + S - 1 < nst) issue(st + S - 1, refill);
+      const bool more = st + S - 1 < nst;
+      if (more) {
+        issue(st + S - 1, refill);
+        if (kX16) load_x(st + S - 1);
+      }
       gs_cp_async_commit();  // possibly empty: keeps "all but the newest S - 2 groups" meaning stage st + 1
       const uint8_t* base = gs_ring_smem + cur * kStageBytes;
       cur = cur + 1 == S ? 0 : cur + 1;
       const uint8_t* xs = base + kWBytes + (g * R::kXRow + 8 * t) * 2;
       const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
       float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
-      // MXFP8: the stage's E8M0 bytes (one per chunk) of the two accumulator columns 2t, 2t + 1 of each n8
-      // tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
-      uint2 sw[R::kMx ? NT : 1];
+      // MX: the stage's E8M0 bytes (one per chunk; kSW words) of the two accumulator columns 2t, 2t + 1 of
+      // each n8 tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
+      uint32_t sw[R::kMx ? NT : 1][2][kSW];
       bool exact_scale = false;
       if (R::kMx) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          sw[nt] = *reinterpret_cast<const uint2*>(base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * 4);
-          exact_scale |= gs_e8m0_has_00_or_ff(sw[nt].x) | gs_e8m0_has_00_or_ff(sw[nt].y);
+          const uint8_t* sp = base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * R::kSCol;
+          if (kSW == 2) {
+            const uint4 v = *reinterpret_cast<const uint4*>(sp);
+            sw[nt][0][0] = v.x, sw[nt][0][kSW - 1] = v.y, sw[nt][1][0] = v.z, sw[nt][1][kSW - 1] = v.w;
+          } else {
+            const uint2 v = *reinterpret_cast<const uint2*>(sp);
+            sw[nt][0][0] = v.x, sw[nt][1][0] = v.y;
+          }
+#pragma unroll
+          for (int c = 0; c < 2; ++c)
+#pragma unroll
+            for (int q = 0; q < kSW; ++q) exact_scale |= gs_e8m0_has_00_or_ff(sw[nt][c][q]);
         }
       }
       // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
@@ -935,7 +1065,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
           const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
           // K elements 8t..8t+3 / 8t+4..8t+7 of rows g, g + 8 (MXFP4: x in its decode's pair order, so the
-          // words hold elements (0, 2), (1, 3) / (4, 6), (5, 7): gs_moe_prepare_rows)
+          // words hold elements (0, 2), (1, 3) / (4, 6), (5, 7): store_x)
           const uint32_t k0[4] = {x0.x, x1.x, x0.y, x1.y};
           const uint32_t k1[4] = {x0.z, x1.z, x0.w, x1.w};
 #pragma unroll
@@ -962,8 +1092,9 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
                 float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 gs_mma_f16(c, k0, b0, b1);
                 gs_mma_f16(c, k1, b2, b3);
-                const float s0 = kExact ? gs_e8m0(sw[nt].x >> (8 * u) & 0xFFu) : gs_e8m0_shift(sw[nt].x, u);
-                const float s1 = kExact ? gs_e8m0(sw[nt].y >> (8 * u) & 0xFFu) : gs_e8m0_shift(sw[nt].y, u);
+                const uint32_t w0 = sw[R::kMx ? nt : 0][0][(u / 4) % kSW], w1 = sw[R::kMx ? nt : 0][1][(u / 4) % kSW];
+                const float s0 = kExact ? gs_e8m0(w0 >> (8 * (u % 4)) & 0xFFu) : gs_e8m0_shift(w0, u % 4);
+                const float s1 = kExact ? gs_e8m0(w1 >> (8 * (u % 4)) & 0xFFu) : gs_e8m0_shift(w1, u % 4);
                 acc[nt][0] = fmaf(c[0], s0, acc[nt][0]);
                 acc[nt][1] = fmaf(c[1], s1, acc[nt][1]);
                 acc[nt][2] = fmaf(c[2], s0, acc[nt][2]);
@@ -983,20 +1114,21 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0][i], bscale, acc[nt][i]);
       }
+      if (kX16 && more) store_x(st + S - 1, refill);
     }
-    __syncthreads();  // the next row group's prologue refills slots other warps may still read
+    __syncthreads();  // the next row group's prologue refills slots (and row_exp) other warps may still read
     const int64_t nw = col0 + warp * NT * 8;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = rg + g + 8 * h;
       if (r >= rows) continue;
-      const float rs = kX16 ? a.x_rs[row0 + r] : 1.0f;  // undo the f16 row scale (a power of two: exact)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int64_t n = nw + nt * 8 + 2 * t + i;
-          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs : acc[nt][2 * h + i]);
+          // kX16: undo the f16 row scale (a power of two: exact)
+          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs[h] : acc[nt][2 * h + i]);
         }
     }
   }
@@ -1464,7 +1596,8 @@ inline bool gs_device_has_mfma() {
 
 // One block per row (grid-stride), before the GEMM kernel:
 //  * zero_unwritten: zero the output row iff no valid slot covers it;
-//  * a.xh set (the ring kernel's fp8 path): write the row of x as f16 times 2^(134 - E), E the largest
+//  * a.xh set (the prefill kernel's fp8 path; the ring kernel applies the same rule itself): write the row
+//    of x as f16 times 2^(134 - E), E the largest
 //    biased exponent among its finite bf16 elements (at least 8), and 2^(E - 134) into a.x_rs. The row's
 //    largest magnitude lands in [2^7, 2^8), far inside f16's range (65504), so every element within 2^24 of
 //    it converts exactly (f16 subnormals reach 2^-24; bf16 has 8 significant bits); smaller ones round,
@@ -1553,35 +1686,75 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
+// Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: up to 4096 rows get a block each,
+// more loop; 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past 65535 rows.
+inline int64_t gs_zero_rows(const GsMoeArgs& a, int64_t gx) {
+  if (a.R <= 0 || a.N <= 0 || a.S <= 0) return 0;
+  const int64_t z = ((a.R < 4096 ? a.R : 4096) + gx - 1) / gx;
+  return a.S + z > 65535 ? 0 : z;
+}
+
 #if defined(GS_BACKEND_CUDA)
-// The prefill kernel's ring takes more than the 48 KB of shared memory a kernel gets without the opt-in
-// attribute; it is set once per device (the attribute is per function and device), so an eager call makes no
-// extra runtime call after the first.
-template <int FMT>
-inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
-  constexpr int smem = GsPf<FMT>::kSmem;
+// A kernel that takes more than the 48 KB of shared memory a kernel gets without the opt-in attribute: the
+// attribute is set once per device (it is per function and device), so an eager call makes no extra runtime
+// call after the first. One flag array per kernel (KERNEL is a template argument).
+template <auto KERNEL>
+inline hipError_t gs_smem_opt_in(int smem) {
+  if (smem <= 48 * 1024) return hipSuccess;
   constexpr int kMaxDevices = 64;
   static std::atomic<int> ready[kMaxDevices];  // static storage: zero before first use
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return hipGetLastError();
   if (dev < 0 || dev >= kMaxDevices || ready[dev] == 0) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(gs_moe_gemm_prefill_kernel<FMT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    const cudaError_t err = cudaFuncSetAttribute(KERNEL, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
     if (dev >= 0 && dev < kMaxDevices) ready[dev] = 1;
   }
+  return hipSuccess;
+}
+
+template <int FMT>
+inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
+  constexpr int smem = GsPf<FMT>::kSmem;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_prefill_kernel<FMT>>(smem);
+  if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + kPfTileN - 1) / kPfTileN), static_cast<unsigned>(a.S));
   hipLaunchKernelGGL((gs_moe_gemm_prefill_kernel<FMT>), grid, dim3(kPfThreads), smem, stream, a);
   return hipGetLastError();
 }
+
+// The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
+// zero-fill rows: the whole call in one launch.
+template <int FMT, int NT, int ST, int MINB>
+inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
+  constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST>();
+  constexpr int tn = kMmaWarps * NT * 8;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB>>(smem);
+  if (err != hipSuccess) return err;
+  const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
+  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a);
+  return hipGetLastError();
+}
 #endif
 
-// The ring and prefill kernels' fp8 paths (CUDA) need x as scaled f16 (gs_moe_prepare_rows): bytes of caller-provided
-// device workspace for it, 0 on every other path (the MFMA kernel reads bf16 x). Layout: f16 [R, K], then
-// f32 [R].
+// Whether the ring kernel takes the call (CUDA tensor-core path, slots of at most 16 rows or MXFP4).
+inline bool gs_moe_uses_ring(const GsMoeArgs& a, int block_m) {
+#if defined(GS_BACKEND_CUDA)
+  return (block_m <= 16 || a.fmt == GS_FMT_MXFP4) && gs_moe_gemm_uses_mma(a, block_m);
+#else
+  (void)a;
+  (void)block_m;
+  return false;
+#endif
+}
+
+// The prefill kernel's fp8 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows writes first: bytes of
+// caller-provided device workspace for it, 0 on every other path (the ring kernel scales x itself, the MFMA
+// kernel reads bf16 x). Layout: f16 [R, K], then f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_ring(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 #else
   (void)a;
@@ -1592,17 +1765,23 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 
 // `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
+  const bool mma = gs_moe_gemm_uses_mma(a, block_m);
+  const bool ring = gs_moe_uses_ring(a, block_m);
   const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
   if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
-  // The CUDA-core kernel folds the zero-fill into its own grid (gs_zero_uncovered_rows: one launch per call).
-  // Up to 4096 rows get a block each, more loop; an empty map or a grid past 65535 rows keeps the
-  // separate gs_moe_prepare_rows launch.
+  // The CUDA-core and ring kernels fold the zero-fill into their own grids (gs_zero_uncovered_rows: one launch
+  // per call); the prefill and MFMA kernels, an empty map and grids past 65535 rows keep gs_moe_prepare_rows.
   int64_t zero_rows = 0;
-  if (zero_unwritten && a.R > 0 && a.N > 0 && a.S > 0 && !gs_moe_gemm_uses_mma(a, block_m)) {
-    const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN, gx = (a.N + tile - 1) / tile;
-    zero_rows = ((a.R < 4096 ? a.R : 4096) + gx - 1) / gx;
-    if (a.S + zero_rows > 65535) zero_rows = 0;
+  if (zero_unwritten && !mma) {
+    const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN;
+    zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
+#if defined(GS_BACKEND_CUDA)
+  if (zero_unwritten && ring) {
+    const int64_t tile = kMmaWarps * 8 * gs_ring_nt(a.fmt);  // gs_launch_ring's grid width
+    zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
+  }
+#endif
   if (a.R > 0 && ((zero_unwritten && a.N > 0 && zero_rows == 0) || x16)) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     GsMoeArgs pa = a;
@@ -1612,7 +1791,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   }
   if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
-  if (gs_moe_gemm_uses_mma(a, block_m)) {
+  if (mma) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the
     // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM,
     // the best of the sweep (0.87-0.88 of copy bandwidth for MXFP8 at 16 tokens on the H200; the sweep's other
@@ -1620,21 +1799,15 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring at every slot size (larger slots loop over 16-row groups, re-reading the weights
-    // per group: no prefill tile kernel decodes e2m1 yet), with kRingStagesMxfp4 stages.
-    if (block_m <= 16 || a.fmt == GS_FMT_MXFP4) {
-#define GS_LAUNCH_RING(F, NT, ST, MINB)                                                                     \
-  {                                                                                                         \
-    constexpr int smem = gs_ring_smem_bytes<F, NT, ST>();                                                   \
-    static_assert(smem <= 48 * 1024, "ring stays within the default shared-memory limit");                  \
-    dim3 grid(static_cast<unsigned>((a.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8)), static_cast<unsigned>(a.S)); \
-    hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<F, NT, ST, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a); \
-  }
-      if (a.fmt == GS_FMT_BF16) GS_LAUNCH_RING(GS_FMT_BF16, 2, kRingStages, 1)
-      else if (a.fmt == GS_FMT_MXFP8) GS_LAUNCH_RING(GS_FMT_MXFP8, 4, kRingStages, 4)
-      else if (a.fmt == GS_FMT_MXFP4) GS_LAUNCH_RING(GS_FMT_MXFP4, kRingNtMxfp4, kRingStagesMxfp4, 4)
-      else GS_LAUNCH_RING(GS_FMT_BLOCK_FP8, 4, kRingStages, 4)
-#undef GS_LAUNCH_RING
-      return hipGetLastError();
+    // per group: no prefill tile kernel decodes e2m1 yet), with kRingStagesMxfp4 stages of 8 chunks.
+    // zero_rows == 0 with zero_unwritten means gs_moe_prepare_rows zero-filled above: the ring adds no rows.
+    if (ring) {
+      const int zr = zero_unwritten && zero_rows > 0 ? 1 : 0;
+      constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
+      if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
+      if (a.fmt == mx8) return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, 4>(a, stream, zr);
+      if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4>(a, stream, zr);
+      return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
     // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA.
     if (a.fmt == GS_FMT_BF16) return gs_launch_prefill<GS_FMT_BF16>(a, stream);
@@ -1642,7 +1815,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     return gs_launch_prefill<GS_FMT_BLOCK_FP8>(a, stream);
   }
 #elif defined(GS_BACKEND_HIP)
-  if (gs_moe_gemm_uses_mma(a, block_m)) {
+  if (mma) {
     dim3 grid(static_cast<unsigned>((a.N + kMfmaTileN - 1) / kMfmaTileN), static_cast<unsigned>(a.S));
     dim3 block(kMfmaWaves * 64);
     if (a.fmt == GS_FMT_BF16)
