@@ -53,14 +53,23 @@ def test_both_directions_are_covered() -> None:
     assert {"pass", "capture_sync"} <= expects
 
 
-def test_a_missing_library_is_skipped_with_its_reason() -> None:
+@pytest.mark.parametrize("probe", ["optional_library", "installed_library"])
+def test_a_missing_library_is_skipped_with_its_reason(probe: str) -> None:
     name = "graphsafe_no_such_library_for_the_test"
     with pytest.warns(real_world.RealWorldSkipWarning, match=name):
-        assert real_world.optional_library(name, "cases.real_world.test_probe") is None
+        assert not getattr(real_world, probe)(name, "cases.real_world.test_probe")
     try:
         assert name in real_world.SKIPPED["cases.real_world.test_probe"]
     finally:
         del real_world.SKIPPED["cases.real_world.test_probe"]
+
+
+def test_an_installed_library_is_found_without_importing_it() -> None:
+    import sys
+
+    assert "this" not in sys.modules  # the standard library's Zen, which nothing here imports
+    assert real_world.installed_library("this", "cases.real_world.test_probe")
+    assert "this" not in sys.modules and "cases.real_world.test_probe" not in real_world.SKIPPED
 
 
 @pytest.mark.parametrize("part", sorted(k for k in real_world.SKIPPED if ":" in k) or ["(none)"])

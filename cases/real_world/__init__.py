@@ -11,6 +11,7 @@ Run it alone: `python -m harness verify --case cases.real_world` (add `--backend
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import warnings
 from types import ModuleType
 
@@ -30,6 +31,19 @@ def optional_library(name: str, module: str) -> ModuleType | None:
         SKIPPED[module] = reason
         warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
         return None
+
+
+def installed_library(name: str, module: str) -> bool:
+    """Whether `name` is installed, without importing it; when it is not, recorded in SKIPPED and warned as
+    optional_library does. For a library the cases import only when their op first runs, because importing
+    it costs more than the rest of the suites' loading (torch_geometric: 6-7 s on the H200, most of it
+    torch._dynamo and sympy, reports/measurements/h200-2026-12-01-session4)."""
+    if importlib.util.find_spec(name) is not None:
+        return True
+    reason = f"{name} is not installed; install the extra: pip install -e '.[real-world]'"
+    SKIPPED[module] = reason
+    warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
+    return False
 
 
 def _register_all() -> None:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import torch
 
-from cases.real_world import optional_library
+from cases.real_world import installed_library
 from harness import Case, register
 
-torch_geometric = optional_library("torch_geometric", __name__)
+# Imported by the ops on their first call (in the worker that runs them), not here: every process that loads
+# the suites would pay torch_geometric's import (installed_library says how long).
 
 NODES, EDGES, CHANNELS = 12, 48, 8
 
@@ -72,7 +73,7 @@ _SAFE = (
 _ATOMICS = (
     "; replay_tolerance 1e-5: CUDA scatter_add_ on a 2-D float source sums with atomicAdd in varying order"
 )
-if torch_geometric is not None:
+if installed_library("torch_geometric", __name__):
     register(
         Case(
             name="pyg_scatter_sum_inferred_size",
