@@ -131,13 +131,9 @@ def scan_and_differ(
         within = out.dtype.is_floating_point and threshold > 0.0
         key = batch.floats(out, ref) if within else batch.bytes_differ(out, ref)
         planned.append((index, out, ref, threshold, poison, within, key))
-    byte_planned = []
-    for a, b in byte_pairs:
-        # A non-contiguous view is copied flat: the copies are the harness's own temporaries.
-        copies = not (a.is_contiguous() and b.is_contiguous())
-        with unpoisoned() if copies else contextlib.nullcontext():
-            a, b = _flat_bytes(a), _flat_bytes(b)
-        byte_planned.append((a, b, batch.bytes_differ(a, b) if a.numel() else None))
+    # A contiguous pair goes to the native pass as it is (pointers and a byte count); any other pair takes
+    # torch's comparison of flat byte copies below.
+    byte_planned = [(a, b, batch.bytes_differ(a, b) if a.numel() else None) for a, b in byte_pairs]
     native = batch.run()
     undecided = []
     for index, out, ref, threshold, poison, within, key in planned:
@@ -169,7 +165,9 @@ def scan_and_differ(
                 clean.host_syncs += 1
             results[index] = clean
         differ = [
-            bool(native[key]) if key is not None else bool(a.numel()) and not torch.equal(a, b)
+            bool(native[key])
+            if key is not None
+            else bool(a.numel()) and not torch.equal(_flat_bytes(a), _flat_bytes(b))
             for a, b, key in byte_planned
         ]
     return [results[i] for i in range(len(items))], differ  # every item has its Scan: a KeyError is a bug
@@ -294,12 +292,13 @@ _NATIVE_FLOAT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  #
 def _native_library(*tensors: torch.Tensor) -> Any:
     """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
     every tensor is a contiguous array on that one device, else None."""
-    first = tensors[0]
-    if any(t.device != first.device or not t.is_contiguous() for t in tensors):
-        return None
-    if first.device.type == "cuda":
+    device = tensors[0].device
+    for t in tensors:
+        if not t.is_contiguous() or t.device != device:
+            return None
+    if device.type == "cuda":
         return gpu_library().get("lib")
-    if first.device.type == "cpu":
+    if device.type == "cpu":
         return host_library().get("lib")
     return None
 

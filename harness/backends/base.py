@@ -125,7 +125,7 @@ class GraphBackend(abc.ABC):
         """
         states = [torch.get_rng_state()]
         if self.device.type == "cuda":
-            states.append(torch.cuda.get_rng_state(self.device))
+            states.append(self._device_generator().get_state())
         states.extend(g.get_state() for g in self._op_generators)
         return tuple(states)
 
@@ -133,10 +133,17 @@ class GraphBackend(abc.ABC):
         torch.set_rng_state(state[0])
         first_own = 1
         if self.device.type == "cuda":
-            torch.cuda.set_rng_state(state[1], self.device)
+            self._device_generator().set_state(state[1])
             first_own = 2
         for generator, own in zip(self._op_generators, state[first_own:], strict=True):
             generator.set_state(own)
+
+    def _device_generator(self) -> torch.Generator:
+        """The device's default generator: what torch.cuda.get_rng_state / set_rng_state read and write once
+        CUDA is initialized (torch/cuda/random.py), without their device context and lazy-call wrapper in
+        Python; a check sets the state about 14 times."""
+        index = self.device.index if self.device.index is not None else torch.cuda.current_device()
+        return torch.cuda.default_generators[index]
 
     def describe(self) -> str:
         """One line for reports: which backend produced a verdict, and on what."""

@@ -67,6 +67,9 @@ def _load(
 
 def gpu_library() -> dict[str, Any]:
     """The harness's GPU library (poisoning allocator and comparison pass): {"path", "lib"} or {"error"}."""
+    loaded = _LIBRARIES.get("graphsafe_gpu_native")  # every comparison asks: no lock, no signature table
+    if loaded is not None:
+        return loaded
     return _load(
         "graphsafe_gpu_native",
         list(GPU_LIBRARY_SOURCES),
@@ -85,6 +88,9 @@ def gpu_library() -> dict[str, Any]:
 
 def host_library() -> dict[str, Any]:
     """The comparison pass on the CPU (scan_host.cpp, g++): {"path", "lib"} or {"error"}."""
+    loaded = _LIBRARIES.get("graphsafe_host_native")
+    if loaded is not None:
+        return loaded
     return _load(
         "graphsafe_host_native",
         [SCAN_HOST_SOURCE],
