@@ -54,7 +54,7 @@ from harness.verdict_rules import (
     _replay_error_row,
     _row_factory,
     _threshold,
-    _validate_pair,
+    _validate_pairs,
     _verdict_row,
     _worst,
     prepare_inputs,
@@ -187,7 +187,7 @@ def _bucket_replay(
     n = valid_rows(case.buckets, b, replay_index)
     where = f"bucket {b}, {n} valid rows: "
     exact = case.inputs(seed_b, be.device, rows=n)
-    _validate_pair(case, be, seed_a, case.inputs(seed_a, be.device, rows=n), seed_b, exact)
+    _validate_pairs(case, be, seed_a, case.inputs(seed_a, be.device, rows=n), [(seed_b, exact)])
 
     poison_outputs(graph.outputs)
     with torch.no_grad():
@@ -314,7 +314,7 @@ def _stateful_rows(case: Case, be: GraphBackend, pattern: int, replays: int, bas
 
     inputs_a = case.inputs(seed_a, be.device)
     for seed_b in seeds_b:
-        _validate_pair(case, be, seed_a, inputs_a, seed_b, case.inputs(seed_b, be.device))
+        _validate_pairs(case, be, seed_a, inputs_a, [(seed_b, case.inputs(seed_b, be.device))])
     static = _clone_all(inputs_a)
     prepare_inputs(case, static)
     try:

@@ -51,7 +51,7 @@ from harness.verdict_rules import (
     _clone_all,
     _replay_error_row,
     _row_factory,
-    _validate_pair,
+    _validate_pairs,
     _verdict_row,
     prepare_inputs,
     seeds,
@@ -83,7 +83,7 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
             raise CaseError(case.name, "make_inputs", f"raised {type(exc).__name__}: {exc}") from exc
 
     inputs_a = made(seed_a)
-    _validate_pair(case, be, seed_a, inputs_a, seeds_b[0], made(seeds_b[0]))
+    _validate_pairs(case, be, seed_a, inputs_a, [(seeds_b[0], made(seeds_b[0]))])
     _check_callable(case, inputs_a)
     return sum(t.numel() * t.element_size() for t in inputs_a.values())
 
@@ -117,6 +117,10 @@ class CheckStore:
         if self._keep(made.values()):
             self._inputs[seed] = made
         return made
+
+    def kept(self, seed: int) -> bool:
+        """Whether the inputs of `seed` are kept for the rest of the check."""
+        return seed in self._inputs
 
     def reference(self, seed_b: int, inputs_b: dict[str, torch.Tensor]) -> list[torch.Tensor]:
         """The reference's outputs on B (a clone of it: the oracle may write its arguments)."""
@@ -170,8 +174,16 @@ class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
             seed_b = self._seeds[index]
             made = self._store.inputs(seed_b)
             if seed_b not in self._validated:
-                _validate_pair(self._case, self._be, self._seed_a, self._a, seed_b, made)
-                self._validated.add(seed_b)
+                pending = [(seed_b, made)]
+                # Later seeds that the store keeps are made now too, so that their checks against A share
+                # this one batch (one host synchronization on a GPU instead of one per seed).
+                for later in self._seeds[index + 1 :] if self._store.kept(seed_b) else ():
+                    if later not in self._validated:
+                        pending.append((later, self._store.inputs(later)))
+                        if not self._store.kept(later):
+                            break
+                _validate_pairs(self._case, self._be, self._seed_a, self._a, pending)
+                self._validated.update(seed for seed, _ in pending)
             self._last = (index, made)
         return self._last[1]
 

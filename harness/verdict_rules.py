@@ -204,35 +204,41 @@ def _row_factory(case: Case, be: GraphBackend, pattern: int, seed_a: int) -> Cal
     return make
 
 
-def _validate_pair(
+def _validate_pairs(
     case: Case,
     be: GraphBackend,
     seed_a: int,
     a: dict[str, torch.Tensor],
-    seed_b: int,
-    b: dict[str, torch.Tensor],
+    pairs: Sequence[tuple[int, dict[str, torch.Tensor]]],
 ) -> None:
-    if set(a) != set(b):
-        raise CaseError(case.name, "make_inputs", f"seeds {seed_a} and {seed_b} give different input names")
-    for name, ta in a.items():
-        tb = b[name]
-        if ta.device.type != be.device.type:
+    """Each (seed_b, inputs) against A: the same names, shapes and dtypes, on the backend's device, and every
+    dynamic input different; raises CaseError for the first pair that is not."""
+    for seed_b, b in pairs:
+        if set(a) != set(b):
             raise CaseError(
-                case.name,
-                "make_inputs",
-                f"input {name!r} is on {ta.device}; use the `device` argument ({be.device})",
+                case.name, "make_inputs", f"seeds {seed_a} and {seed_b} give different input names"
             )
-        if ta.shape != tb.shape or ta.dtype != tb.dtype:
-            raise CaseError(
-                case.name,
-                "make_inputs",
-                f"input {name!r} is {tuple(ta.shape)}/{ta.dtype} for seed {seed_a} but {tuple(tb.shape)}/{tb.dtype} "
-                f"for seed {seed_b}; B is copied into A's buffers, so shapes and dtypes must match",
-            )
-    # Every dynamic input must differ between A and B, compared as bytes in one batch.
+        for name, ta in a.items():
+            tb = b[name]
+            if ta.device.type != be.device.type:
+                raise CaseError(
+                    case.name,
+                    "make_inputs",
+                    f"input {name!r} is on {ta.device}; use the `device` argument ({be.device})",
+                )
+            if ta.shape != tb.shape or ta.dtype != tb.dtype:
+                raise CaseError(
+                    case.name,
+                    "make_inputs",
+                    f"input {name!r} is {tuple(ta.shape)}/{ta.dtype} for seed {seed_a} but "
+                    f"{tuple(tb.shape)}/{tb.dtype} for seed {seed_b}; B is copied into A's buffers, so shapes "
+                    "and dtypes must match",
+                )
+    # Every dynamic input must differ between A and each B, compared as bytes in one batch.
     dynamic = [n for n, t in a.items() if n not in case.static_inputs and t.numel() > 0]
-    differ = bytes_differ_many([(a[n], b[n]) for n in dynamic])
-    for name, d in zip(dynamic, differ, strict=True):
+    checked = [(seed_b, name) for seed_b, _ in pairs for name in dynamic]
+    differ = bytes_differ_many([(a[name], b[name]) for _, b in pairs for name in dynamic])
+    for (seed_b, name), d in zip(checked, differ, strict=True):
         if not d:
             raise CaseError(
                 case.name,

@@ -317,3 +317,14 @@ def test_kept_inputs_stay_as_made_when_the_op_writes_its_inputs() -> None:
     result = check(case, "cpu", replays=2)
     assert result.verdict == "pass", result.detail
     assert {r.pattern for r in result.rows} == {"0xff", "0x7f"}
+
+
+def test_identical_later_b_is_named_by_its_seed() -> None:
+    """B seeds are checked against A in one batch where the store keeps them: the error names the seed whose
+    input equals A's (seed 3 here), not the first seed of the batch."""
+
+    def third_is_a(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        return _inputs(0 if seed == 3 else seed, device)
+
+    with pytest.raises(CaseError, match="identical for seeds 0 and 3"):
+        check(Case(name="t_third_b_is_a", make_inputs=third_is_a, op=_double), "cpu", replays=3)
