@@ -376,24 +376,33 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
 // order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
-// Zero-fill blocks of the CUDA-core kernel: gs_moe_gemm_launch adds grid rows past the S slots' and they zero
-// rows zb, zb + zn, ... iff no valid slot covers them (what gs_moe_prepare_rows does), so the CUDA-core path
-// is one launch per call: the second launch cost about 2-3 us of host time per eager call on the H200's host
-// (reports/measurements/h200-2026-12-01-session3-kernels). Rows no slot covers are disjoint from the rows
-// the slots' blocks write, so the two kinds of block need no order. Every thread of the block calls it.
+// Zero-fill blocks of the CUDA-core and ring kernels: gs_moe_gemm_launch adds grid rows past the S slots';
+// zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass over the map marks
+// the range's rows that a valid slot covers, then the block zeroes the others (what gs_moe_prepare_rows
+// does), so these paths make one launch per call: the second launch cost about 2-3 us of host time per eager
+// call on the H200's host (reports/measurements/h200-2026-12-01-session3-kernels). A block per row instead
+// (a map pass and three barriers each) made the ring path 59-65 us slower at 512 rows (Hy4-TP8 16 tokens,
+// reports/measurements/h200-2026-12-01-session4-kernels run1): those blocks queue for the few SM slots the
+// GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two
+// kinds of block need no order. Every thread of the block calls it.
+constexpr int kZeroRows = 64;
 __device__ __forceinline__ void gs_zero_uncovered_rows(const GsMoeArgs& a, int64_t zb, int64_t zn) {
-  __shared__ int covered;
-  for (int64_t row = zb; row < a.R; row += zn) {
-    if (threadIdx.x == 0) covered = 0;
+  __shared__ int covered[kZeroRows];
+  for (int64_t base = zb * kZeroRows; base < a.R; base += zn * kZeroRows) {
+    for (int i = threadIdx.x; i < kZeroRows; i += blockDim.x) covered[i] = 0;
     __syncthreads();
     for (int64_t s = threadIdx.x; s < a.S; s += blockDim.x) {
       const int32_t e = a.map[s * 3], r0 = a.map[s * 3 + 1], cnt = a.map[s * 3 + 2];
-      if (e >= 0 && e < a.E && row >= r0 && row < r0 + cnt) covered = 1;  // benign race: all write 1
+      if (e < 0 || e >= a.E) continue;
+      const int64_t lo = r0 > base ? r0 : base, hi = r0 + cnt < base + kZeroRows ? r0 + cnt : base + kZeroRows;
+      for (int64_t r = lo; r < hi; ++r) covered[r - base] = 1;  // benign race: all write 1
     }
     __syncthreads();
-    if (!covered)
-      for (int64_t n = threadIdx.x; n < a.N; n += blockDim.x) a.out[row * a.N + n] = 0;
-    __syncthreads();  // `covered` is reset for the next row only after every thread has read it
+    const int64_t nr = a.R - base < kZeroRows ? a.R - base : kZeroRows;
+    for (int64_t r = 0; r < nr; ++r)
+      if (!covered[r])
+        for (int64_t n = threadIdx.x; n < a.N; n += blockDim.x) a.out[(base + r) * a.N + n] = 0;
+    __syncthreads();  // `covered` is reset for the next range only after every thread has read it
   }
 }
 
@@ -716,10 +725,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
-// MXFP4's ring tiling: 4 n8 tiles per warp and 2 stages, the best of the sweep in bench/moe_gemm_variants.cu
-// (Hy4-TP8 1 token per expert on the H200: 2 stages 0.1128 / 0.1190 ms against 3 stages 0.1155 / 0.1240 in two
-// runs; 2 tiles or 4 stages 0.123-0.146 ms: reports/measurements/h200-2026-12-01-session3-kernels).
-constexpr int kRingNtMxfp4 = 4;
+// MXFP4's ring tiling: 2 n8 tiles per warp, 2 stages of 8 chunks, the best of the sweep in
+// bench/moe_gemm_variants.cu (Hy4-TP8 1 token per expert on the H200, reports/measurements/
+// h200-2026-12-01-session4-kernels run1: 0.1235 ms against 0.1252 for 4 tiles and 4-chunk stages, 0.1324 for 4
+// tiles and 8-chunk stages; 3 or 4 stages slower).
+constexpr int kRingNtMxfp4 = 2;
 constexpr int kRingStagesMxfp4 = 2;
 // n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
 GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
@@ -789,11 +799,12 @@ struct GsRing {
     return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : kRowBytes == 64 ? piece ^ ((row >> 1) & 3) : piece ^ (row & 7);
   }
 };
+// S weight slots (weights, scale bytes), then S + 1 x slots (x, 16 row exponents): gs_moe_gemm_mma_ring_kernel.
 template <int FMT, int NT, int S, int W = kMmaWarps, int U = gs_ring_chunks(FMT)>
 constexpr int gs_ring_smem_bytes() {
   using R = GsRing<FMT, U>;
   constexpr int tn = W * NT * 8;
-  return S * (tn * R::kRowBytes + R::kXBytes + tn * R::kSCol);
+  return S * (tn * R::kRowBytes + tn * R::kSCol) + (S + 1) * (R::kXBytes + 16 * 4);
 }
 
 __device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
@@ -829,30 +840,38 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // One launch per call: grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows), and the fp8
 // / MXFP4 paths scale x into f16 themselves, so the ring path needs neither gs_moe_prepare_rows nor a
 // workspace (two launches and a torch allocation cost 20.9-23.3 us of host time per eager call against
-// 15.1-15.7 us for one launch, reports/measurements/h200-2026-12-01-session3 section 4). Per 16-row group:
-//  * the first S - 1 stages' weights are requested, then every thread scans a share of the group's x rows
-//    for the largest finite bf16 exponent E (gs_moe_prepare_rows' rule, so the f16 x is bit for bit the one
-//    it wrote), reduced per row through a warp max and a shared atomicMax;
-//  * x then travels through registers: a thread loads its bf16 pieces of stage st + S - 1 when it requests
-//    that stage's weights, and converts them (times 2^(134 - E), to f16; MXFP4 in its decode's pair order)
-//    into the ring slot after computing stage st. That slot held stage st - 1, which every warp finished
-//    before the barrier of stage st, and the barrier of stage st + 1 publishes the stores. Rows past the slot
-//    are never converted: an MMA row of A only reaches its own output row, which is not stored.
+// 15.1-15.7 us for one launch, reports/measurements/h200-2026-12-01-session3 section 4). x has its own ring of
+// S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings stage st's weights
+// also brings stage st + 1's bf16 x, so right after the barrier of stage st every thread converts its own
+// pieces of stage st + 1 in place (its copies have landed; nobody reads that slot now) and the barrier of
+// stage st + 1 publishes them. The conversion is off the barrier's path and holds no registers across the
+// MMAs. (Loading x through registers one stage ahead and scanning each row group's x for its exponent first
+// measured 0.704 of copy bandwidth for MXFP8 at 1 token per expert where the two-kernel path gave 0.82.)
+// The f16 scale is a running one: the threads holding a row's pieces of a stage (a half or a whole warp) take
+// the largest finite bf16 exponent E among them and every earlier stage of the row (at least 8), convert the
+// stage times 2^(134 - E) (the row's largest magnitude so far lies in [2^7, 2^8): exact for every element
+// within 2^24 of it; NaN and inf kept) and record E with the stage; when E grows the compute lanes multiply
+// that row's accumulators by 2^(E_old - E_new) (exact while they stay normal f32) and the epilogue multiplies by
+// 2^(E - 134). Earlier stages, converted under a smaller E, keep at least the bits of the two-pass rule
+// (gs_moe_prepare_rows'). Rows past the slot are zero-filled by cp.async and never converted: an MMA row of A
+// only reaches its own output row, which is not stored.
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT)>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT, UC>;
   constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 / e2m1 weights: x as row-scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
+  constexpr int kRowThreads = U * 4;        // threads holding one x row's pieces of a stage (16 or 32)
   constexpr int kWBytes = TN * R::kRowBytes, kSBytes = TN * R::kSCol;
-  constexpr int kStageBytes = kWBytes + R::kXBytes + kSBytes;
+  constexpr int kStageBytes = kWBytes + kSBytes;
+  constexpr int kXSlot = R::kXBytes + 16 * 4;  // x of a stage, then its 16 row exponents
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
   constexpr int kSW = R::kMx ? U / 4 : 1;        // E8M0 words per column and stage
   static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
                 "ring tiling");
+  static_assert(kRowThreads == 16 || kRowThreads == 32, "a row's pieces in one half or whole warp");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
-  __shared__ unsigned row_exp[16];  // kX16: the largest finite biased exponent of each row of the group
   if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
     const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
     gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
@@ -865,6 +884,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * TN;
   const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
+  uint8_t* const xring = gs_ring_smem + S * kStageBytes;
   // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, the scale bytes.
   const int wr = tid / R::kPieces, wp = tid % R::kPieces;
   const uint8_t* wsrc[kWPer];
@@ -874,7 +894,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     wsrc[j] = a.w + (expert * a.w_se + n * a.w_sn) * R::kEb + wp * 16;
   }
   const int wdst = wr * R::kRowBytes + R::swz(wr, wp) * 16;  // + j * kRowStep * kRowBytes; same swizzle for all j
-  const int xrow = tid / (U * 4), xpiece = tid % (U * 4);    // x pieces: rows xrow + h * (16 / kXPer)
+  const int xrow = tid / kRowThreads, xpiece = tid % kRowThreads;  // x pieces: rows xrow + h * (16 / kXPer)
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
   if (R::kMx && tid < TN) {
@@ -903,23 +923,16 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       xin[h] = r < rows;
       xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
     }
-    // Weights and scale bytes of stage st into ring slot slot_i (cp.async); bf16 x too (kX16: see load_x).
-    auto issue = [&](int64_t st, int slot_i) {
-      uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
+    // Weights and scale bytes of stage st into ring slot st % S (cp.async).
+    auto issue_w = [&](int64_t st) {
+      uint8_t* base = gs_ring_smem + (st % S) * kStageBytes;
       const int64_t kel = st * U * kChunk;  // first K element of the stage
       const bool wvalid = kel + wp * R::kPieceK < a.K;
 #pragma unroll
       for (int j = 0; j < kWPer; ++j)
         gs_cp_async16(base + wdst + j * kRowStep * R::kRowBytes, wvalid ? wsrc[j] + R::kbytes(kel) : a.w, wvalid);
-      if (!kX16) {
-        const bool kx = kel + xpiece * 8 < a.K;
-#pragma unroll
-        for (int h = 0; h < kXPer; ++h)
-          gs_cp_async16(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
-                        kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
-      }
       if (R::kMx && tid < TN) {
-        uint8_t* dst = base + kWBytes + R::kXBytes + tid * R::kSCol;
+        uint8_t* dst = base + kWBytes + tid * R::kSCol;
         const int64_t c0 = st * U;
         if (vec_s && c0 + U <= nchunks) {
           if (U == 8)
@@ -935,36 +948,54 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
         }
       }
     };
-    // kX16: x of stage st in registers (bf16), then into ring slot slot_i as f16 times this thread's rows'
-    // 2^(134 - E) (exact for every element within 2^24 of the row's largest; NaN and inf kept).
-    uint4 xv[kX16 ? kXPer : 1];
-    float xmul[kX16 ? kXPer : 1];
-    auto load_x = [&](int64_t st) {
-      const bool kx = st * U * kChunk + xpiece * 8 < a.K;
+    // bf16 x of stage st into x slot st % (S + 1) (cp.async; rows past the slot and K past the end: zeros).
+    auto issue_x = [&](int64_t st) {
+      uint8_t* base = xring + (st % (S + 1)) * kXSlot;
+      const int64_t kel = st * U * kChunk;
+      const bool kx = kel + xpiece * 8 < a.K;
 #pragma unroll
       for (int h = 0; h < kXPer; ++h)
-        if (kx && xin[h]) xv[h] = *reinterpret_cast<const uint4*>(xsrc[h] + st * U * kChunk);
+        gs_cp_async16(base + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
+                      kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
     };
-    auto store_x = [&](int64_t st, int slot_i) {
+    // kX16: this thread's pieces of x stage st, bf16 -> f16 in place under the rows' running exponents xe.
+    unsigned xe[kXPer];
+#pragma unroll
+    for (int h = 0; h < kXPer; ++h) xe[h] = 8;
+    auto convert_x = [&](int64_t st) {
+      uint8_t* base = xring + (st % (S + 1)) * kXSlot;
       const bool kx = st * U * kChunk + xpiece * 8 < a.K;
-      uint8_t* base = gs_ring_smem + slot_i * kStageBytes;
 #pragma unroll
       for (int h = 0; h < kXPer; ++h) {
-        if (!(kx && xin[h])) continue;
-        uint32_t hw[4] = {xv[h].x, xv[h].y, xv[h].z, xv[h].w};
+        if (!xin[h]) continue;  // uniform over the row's threads
+        const int row = xrow + (16 / kXPer) * h;
+        uint4* p = reinterpret_cast<uint4*>(base + (row * R::kXRow + xpiece * 8) * 2);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (kx) v = *p;
+        unsigned em = 0;
+        for (uint32_t w : {v.x, v.y, v.z, v.w})
+          for (uint32_t e : {(w >> 7) & 0xFFu, (w >> 23) & 0xFFu}) em = e != 255u && e > em ? e : em;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+        const unsigned mask = kRowThreads == 32 ? 0xFFFFFFFFu : 0xFFFFu << (lane & 16);
+        em = __reduce_max_sync(mask, em);
+#endif
+        xe[h] = em > xe[h] ? em : xe[h];
+        if (xpiece == 0) reinterpret_cast<unsigned*>(base + R::kXBytes)[row] = xe[h];
+        if (!kx) continue;
+        const float mult = gs_bits_f32((261u - xe[h]) << 23);  // 2^(134 - E), E in 8..254: a normal f32
+        uint32_t hw[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          const __half2 f = __floats2half2_rn(gs_bits_f32(hw[i] << 16) * xmul[h], gs_bits_f32(hw[i] & 0xFFFF0000u) * xmul[h]);
+          const __half2 f = __floats2half2_rn(gs_bits_f32(hw[i] << 16) * mult, gs_bits_f32(hw[i] & 0xFFFF0000u) * mult);
           memcpy(&hw[i], &f, 4);
         }
         if (FMT == GS_FMT_MXFP4) {  // the ring's e2m1 pair order within 8 elements: 0, 2, 1, 3, 4, 6, 5, 7
-          const uint32_t p[4] = {__byte_perm(hw[0], hw[1], 0x5410), __byte_perm(hw[0], hw[1], 0x7632),
+          const uint32_t q[4] = {__byte_perm(hw[0], hw[1], 0x5410), __byte_perm(hw[0], hw[1], 0x7632),
                                  __byte_perm(hw[2], hw[3], 0x5410), __byte_perm(hw[2], hw[3], 0x7632)};
 #pragma unroll
-          for (int i = 0; i < 4; ++i) hw[i] = p[i];
+          for (int i = 0; i < 4; ++i) hw[i] = q[i];
         }
-        *reinterpret_cast<uint4*>(base + kWBytes + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2) =
-            make_uint4(hw[0], hw[1], hw[2], hw[3]);
+        *p = make_uint4(hw[0], hw[1], hw[2], hw[3]);
       }
     };
     float acc[NT][4];
@@ -972,61 +1003,45 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    // Groups: prologue group k (k < S - 1) = weights k + x k + 1 (group 0 also x 0); the loop's group at stage
+    // st = weights st + S - 1 + x st + S. Waiting for all but the newest S - 2 groups at stage st leaves weights
+    // st and x st + 1 landed.
+    if (nst > 0) issue_x(0);
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {
-      if (st < nst) issue(st, st);
+      if (st < nst) issue_w(st);
+      if (st + 1 < nst) issue_x(st + 1);
       gs_cp_async_commit();
     }
-    float rs[2] = {1.0f, 1.0f};  // kX16: 2^(E - 134) of rows g, g + 8, which the epilogue multiplies back
+    unsigned ce[2] = {8, 8};  // kX16: the exponents the accumulators of rows g, g + 8 are scaled by
     if (kX16) {
-      // The group's row exponents, while the first stages' weights are in flight. E starts at 8 (so the
-      // multiplier 2^(134 - E) stays a normal f32); 255 (inf, NaN) is skipped.
-      const int64_t nr = rows - rg < 16 ? rows - rg : 16;
-      if (tid < 16) row_exp[tid] = 8;
-      __syncthreads();
-      const int64_t k8 = a.K / 8;
-      for (int64_t r = 0; r < nr; ++r) {
-        const uint4* xr = reinterpret_cast<const uint4*>(a.x + (row0 + rg + r) * a.x_sr);
-        unsigned em = 8;
-#pragma unroll 4
-        for (int64_t k = tid; k < k8; k += kThr) {
-          const uint4 v = xr[k];
-          for (uint32_t w : {v.x, v.y, v.z, v.w})
-            for (uint32_t e : {(w >> 7) & 0xFFu, (w >> 23) & 0xFFu}) em = e != 255u && e > em ? e : em;
-        }
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        em = __reduce_max_sync(0xFFFFFFFFu, em);
-#endif
-        if (lane == 0 && em > 8) atomicMax(&row_exp[r], em);
-      }
-      __syncthreads();
-#pragma unroll
-      for (int h = 0; h < kXPer; ++h)
-        xmul[h] = gs_bits_f32((261u - row_exp[(xrow + (16 / kXPer) * h) & 15]) << 23);  // 2^(134 - E), normal
-      rs[0] = gs_bits_f32((row_exp[g] - 7u) << 23);  // 2^(E - 134)
-      rs[1] = gs_bits_f32((row_exp[g + 8] - 7u) << 23);
-#pragma unroll
-      for (int st = 0; st < S - 1; ++st) {
-        if (st < nst) {
-          load_x(st);
-          store_x(st, st);
-        }
-      }
+      gs_cp_async_wait<S - 2>();
+      convert_x(0);
     }
-    int cur = 0;  // ring slot of stage st
     for (int64_t st = 0; st < nst; ++st) {
-      gs_cp_async_wait<S - 2>();  // stage st has landed (for this thread) ...
-      __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slot
-      const int refill = cur == 0 ? S - 1 : cur - 1;
-      const bool more = st + S - 1 < nst;
-      if (more) {
-        issue(st + S - 1, refill);
-        if (kX16) load_x(st + S - 1);
+      gs_cp_async_wait<S - 2>();  // weights st and x st + 1 have landed (for this thread) ...
+      __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slots
+      if (st + S - 1 < nst) issue_w(st + S - 1);
+      if (st + S < nst) issue_x(st + S);
+      gs_cp_async_commit();  // possibly empty: keeps the group count per stage
+      if (kX16 && st + 1 < nst) convert_x(st + 1);
+      const uint8_t* base = gs_ring_smem + (st % S) * kStageBytes;
+      const uint8_t* xslot = xring + (st % (S + 1)) * kXSlot;
+      const uint8_t* xs = xslot + (g * R::kXRow + 8 * t) * 2;
+      if (kX16) {  // the rows' exponent grew: bring the accumulators to the new scale (exact: a power of two)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const unsigned e = reinterpret_cast<const unsigned*>(xslot + R::kXBytes)[g + 8 * h];
+          if (rg + g + 8 * h < rows && e != ce[h]) {
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+              acc[nt][2 * h] = ldexpf(acc[nt][2 * h], static_cast<int>(ce[h]) - static_cast<int>(e));
+              acc[nt][2 * h + 1] = ldexpf(acc[nt][2 * h + 1], static_cast<int>(ce[h]) - static_cast<int>(e));
+            }
+            ce[h] = e;
+          }
+        }
       }
-      gs_cp_async_commit();  // possibly empty: keeps "all but the newest S - 2 groups" meaning stage st + 1
-      const uint8_t* base = gs_ring_smem + cur * kStageBytes;
-      cur = cur + 1 == S ? 0 : cur + 1;
-      const uint8_t* xs = base + kWBytes + (g * R::kXRow + 8 * t) * 2;
       const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
       float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
       // MX: the stage's E8M0 bytes (one per chunk; kSW words) of the two accumulator columns 2t, 2t + 1 of
@@ -1036,7 +1051,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       if (R::kMx) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
-          const uint8_t* sp = base + kWBytes + R::kXBytes + (warp * NT * 8 + nt * 8 + 2 * t) * R::kSCol;
+          const uint8_t* sp = base + kWBytes + (warp * NT * 8 + nt * 8 + 2 * t) * R::kSCol;
           if (kSW == 2) {
             const uint4 v = *reinterpret_cast<const uint4*>(sp);
             sw[nt][0][0] = v.x, sw[nt][0][kSW - 1] = v.y, sw[nt][1][0] = v.z, sw[nt][1][kSW - 1] = v.w;
@@ -1114,21 +1129,20 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 #pragma unroll
           for (int i = 0; i < 4; ++i) acc[nt][i] = fmaf(part[FMT == GS_FMT_BLOCK_FP8 ? nt : 0][i], bscale, acc[nt][i]);
       }
-      if (kX16 && more) store_x(st + S - 1, refill);
     }
-    __syncthreads();  // the next row group's prologue refills slots (and row_exp) other warps may still read
+    __syncthreads();  // the next row group's prologue refills slots other warps may still read
     const int64_t nw = col0 + warp * NT * 8;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int64_t r = rg + g + 8 * h;
       if (r >= rows) continue;
+      const float rs = gs_bits_f32((ce[h] - 7u) << 23);  // kX16: 2^(E - 134) undoes the f16 row scale (exact)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
           const int64_t n = nw + nt * 8 + 2 * t + i;
-          // kX16: undo the f16 row scale (a power of two: exact)
-          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs[h] : acc[nt][2 * h + i]);
+          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs : acc[nt][2 * h + i]);
         }
     }
   }
@@ -1686,11 +1700,14 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
-// Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: up to 4096 rows get a block each,
-// more loop; 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past 65535 rows.
+// Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: a block per kZeroRows rows, up to
+// 64 blocks (more rows loop); 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past
+// 65535 rows.
 inline int64_t gs_zero_rows(const GsMoeArgs& a, int64_t gx) {
   if (a.R <= 0 || a.N <= 0 || a.S <= 0) return 0;
-  const int64_t z = ((a.R < 4096 ? a.R : 4096) + gx - 1) / gx;
+  int64_t blocks = (a.R + kZeroRows - 1) / kZeroRows;
+  blocks = blocks < 64 ? blocks : 64;
+  const int64_t z = (blocks + gx - 1) / gx;
   return a.S + z > 65535 ? 0 : z;
 }
 
