@@ -98,9 +98,9 @@ KEEP_BYTES = 64 << 20
 class CheckStore:
     """Inputs per seed and reference outputs per B seed, made once per check and reused by its later
     patterns while they fit in KEEP_BYTES together. Kept tensors are made in `backend.kept_allocation()`:
-    a GPU scope's poisoning pool ends with its pattern. Inputs and references are the case's own pure
-    functions of the seed (the definition check holds make_inputs to that), and nothing here is ever handed
-    to the op: it gets clones or copies, so a kept set stays as it was made."""
+    a GPU scope's poisoning pool ends with its pattern. Inputs are a function of the seed by the case
+    contract (rows record their seeds so that `repro` can rerun them), the reference a function of the
+    inputs; nothing here is ever handed to the op (it gets clones or copies), so a kept set stays as made."""
 
     def __init__(self, case: Case, be: GraphBackend) -> None:
         self._case, self._be = case, be
@@ -143,12 +143,12 @@ class CheckStore:
 
 
 class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
-    """The B_i inputs, each made (and checked against A) when it is used, the last one kept (and every one
-    the check's store keeps): holding them all would take `replays` input sets at once (a 64 MB input with
-    --replays 20: 1.3 GB more).
+    """The B_i inputs, made (and checked against A) when first used, the last one held; the sets that fit in
+    the check's store are made and checked together at the first use and kept. Holding every set regardless
+    would take `replays` input sets at once (a 64 MB input with --replays 20: 1.3 GB more).
 
-    `validated`: seeds of B already checked against A in this check (the second pattern makes the same
-    seeds again; the check is of the case's definition, so once per seed is enough)."""
+    `validated`: seeds of B already checked against A in this check (the second pattern uses the same seeds
+    again; the check is of the case's definition, so once per seed is enough)."""
 
     def __init__(
         self,
@@ -157,12 +157,11 @@ class InputsOnDemand(Sequence[dict[str, torch.Tensor]]):
         seed_a: int,
         inputs_a: dict[str, torch.Tensor],
         seeds_b: range,
-        validated: set[int] | None = None,
-        store: CheckStore | None = None,
+        validated: set[int],
+        store: CheckStore,
     ) -> None:
         self._case, self._be, self._seed_a, self._a, self._seeds = case, be, seed_a, inputs_a, seeds_b
-        self._validated = set() if validated is None else validated
-        self._store = CheckStore(case, be) if store is None else store
+        self._validated, self._store = validated, store
         self._last: tuple[int, dict[str, torch.Tensor]] | None = None
 
     def __len__(self) -> int:
@@ -285,11 +284,10 @@ def _check_pattern(
     live_graphs: int,
     *,
     probe_hidden_state: bool,
-    validated: set[int] | None = None,
-    store: CheckStore | None = None,
+    validated: set[int],
+    store: CheckStore,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
-    store = CheckStore(case, be) if store is None else store
     row = _row_factory(case, be, pattern, seed_a)
 
     # 1. A and fresh B_i, validated: same shapes, every dynamic input different, the op callable with them.
