@@ -579,9 +579,10 @@ class GpuBackend(GraphBackend):
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:
-        # A check synchronizes about 27 times; torch.cuda.synchronize(device) enters a device context in
-        # Python around the same C call each time (torch/cuda/__init__.py), so the C call is made directly
-        # while this device is current, as it is after __init__'s set_device.
+        # A check synchronizes about 27 times (phase times, reports/measurements/h200-2026-12-01-session4);
+        # torch.cuda.synchronize(device) enters a device context in Python around the same C call each time
+        # (torch/cuda/__init__.py), so the C call is made directly while this device is current, as it is
+        # after __init__'s set_device.
         if torch._C._cuda_getDevice() == self.device.index:
             torch._C._cuda_synchronize()
         else:

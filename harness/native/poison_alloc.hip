@@ -36,8 +36,8 @@ std::atomic<long long> g_mallocs{0};
 std::atomic<long long> g_reuses{0};
 std::atomic<int> g_last_error{0};
 
-// 128 MiB: a small op's check holds four segments of 2 MiB; a case with larger segments still reuses the
-// sizes that fit, and memory beyond it goes back to the runtime as before.
+// 128 MiB: a small op's check uses four segments of 2 MiB (torch's small-block segment, kSmallBuffer in
+// CUDACachingAllocator), larger cases reuse what fits, and a segment that does not fit goes to hipFree.
 constexpr size_t kCacheBytes = size_t{128} << 20;
 
 struct Segment {
