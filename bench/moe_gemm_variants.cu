@@ -114,7 +114,8 @@ static void compare(const char* what, const std::vector<uint16_t>& ref, const st
 }
 
 // (4) MXFP4 at the decode shapes: the CUDA-core kernel (the CPU twin's bits, the reference here) against
-// ring-kernel tilings and chunks per stage (tolerance; each scales x itself) and the op's launcher.
+// ring-kernel tilings and chunks per stage (tolerance), each with the op's prepare_rows launch, and the op's
+// launcher.
 static void mxfp4_sweep(const Shape* shapes, size_t count) {
   std::printf("\nmxfp4\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
   for (size_t si = 0; si < count; ++si) {
@@ -177,20 +178,20 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
       });
     }
 #define RING4(NT, ST, MINB, UC)                                                                          \
-  run("ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC, [&] {                                     \
+  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC, [&] {                   \
     constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST, kMmaWarps, UC>();                      \
     CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC>,      \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
+    gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);                                                          \
     dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
     gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC><<<grid, kMmaWarps * 32, smem>>>(a); \
   })
     run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(s.tpe), 1, 0)); });  // what the op runs
-    RING4(2, 2, 4, 8);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4, gs_ring_chunks)
+    RING4(4, 2, 4, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4, gs_ring_chunks)
+    RING4(4, 3, 4, 4);
+    RING4(2, 2, 4, 8);  // 8 chunks (128 bytes per column) per stage
     RING4(4, 2, 3, 8);
     RING4(2, 3, 3, 8);
-    RING4(4, 2, 4, 4);  // 4 chunks (64 bytes per column) per stage
-    RING4(2, 2, 4, 4);
-    RING4(4, 3, 4, 4);
 #undef RING4
     CK(cudaGetLastError());
     for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
@@ -318,10 +319,13 @@ int main() {
       CORE_TILE(2, 3);
       CORE_TILE(2, 4);
       CORE_TILE(8, 1);
-      // The ring kernel at one row per slot (15 of its 16 MMA rows zero; it scales x itself): whether MXFP8
-      // decode would gain from the tensor-core path the launcher keeps for > 4 rows.
-      run("ring_NT4_S2_minblocks4", [&] {
+      // The ring kernel at one row per slot (15 of its 16 MMA rows zero), with the prepare_rows launch the op
+      // would make: whether MXFP8 decode would gain from the tensor-core path the launcher keeps for > 4 rows.
+      run("prepare_rows_then_ring_NT4_S2_minblocks4", [&] {
         constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
+        CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
         dim3 grid((s.N + 127) / 128, a.S);
         gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
       }, false);

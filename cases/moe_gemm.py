@@ -86,11 +86,10 @@ PREFILL_CONFIGS = (
     Config("prefill_bm64_nan_rows", 4, 264, 128, 64, sizes=(70, 0, 40, 20), slack=5, nan_rows=3),
 )
 PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8", "mxfp4")
-# The ring kernel's one-launch form (slots of up to 16 rows; every MXFP4 slot): its own zero-fill blocks for
-# uncovered rows (slack, empty experts), x scaled into f16 inside the kernel from the row exponents it scans
-# (NaN rows must keep their mask), K=288 = one full MXFP4 stage of 8 chunks plus a partial one (fp8: two
-# stages of 4 chunks plus a partial one) with scale rows of 9 bytes (no 8-byte copies), N=136 past the
-# 128-column tile.
+# The ring kernel (slots of up to 16 rows; every MXFP4 slot) with its x ring one stage ahead of the weights:
+# uncovered rows (slack, empty experts; bf16 zero-fills in the ring's own grid), NaN rows that must keep their
+# mask, K=288 = two stages of 4 chunks plus a partial one with scale rows of 9 bytes (no 4-byte copies),
+# N=136 past the 128-column tile.
 RING_CONFIGS = (
     Config(
         "ring_bm16_k288_nan_slack", 8, 136, 288, 16, sizes=(16, 0, 5, 16, 3, 0, 11, 1), slack=7, nan_rows=2

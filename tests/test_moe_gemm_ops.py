@@ -319,8 +319,8 @@ def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
 
 @pytest.mark.gpu
 def test_gpu_prefill_fp8_path_refuses_a_missing_workspace():
-    """The C++ entry checks the workspace the op allocates for the prefill kernel's f16 x: too small is an
-    error naming the size needed, not a write past the buffer."""
+    """The C++ entry checks the workspace the op allocates for the f16 x (here the prefill kernel's): too small
+    is an error naming the size needed, not a write past the buffer."""
     x, q, bmap = _problem("mxfp8", e=2, n=24, k=64, sizes=(16, 16), slack=0, block_m=64)
     out = torch.empty(32, 24, dtype=torch.bfloat16, device="cuda")
     module, args = mo.module_and_args(x.cuda(), *mo.kn_views(_to(q, "cuda")), bmap.cuda(), "mxfp8", out, 64)
@@ -336,16 +336,16 @@ def test_gpu_prefill_fp8_path_refuses_a_missing_workspace():
 @pytest.mark.parametrize(
     ("fmt", "block_m"), [("mxfp8", 16), ("bf16", 16), ("block_fp8", 16), ("mxfp4", 1), ("mxfp4", 64)]
 )
-def test_gpu_ring_path_needs_no_workspace_and_replays_from_a_graph(fmt, block_m):
-    """The ring kernel scales x into f16 and zero-fills uncovered rows in its own launch: no workspace (what
-    made the eager call allocate per call), and a captured call replays correctly with new x and a new block
-    map written into the captured tensors (rows that lose their slot must come out zero, rows that gain one
-    must be computed), bit for bit what an eager call gives for the same inputs."""
+def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
+    """The ring kernel (x in its own ring one stage ahead of the weights; bf16 zero-fills uncovered rows in its
+    own grid, the other formats through the f16-x launch before it): a captured call replays correctly with
+    new x and a new block map written into the captured tensors (rows that lose their slot must come out zero,
+    rows that gain one must be computed), bit for bit what an eager call gives for the same inputs."""
     x, q, bmap = _problem(fmt, e=4, n=136, k=288, sizes=(5, 0, 16, 1), slack=7, block_m=block_m, seed=11)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
     out = torch.empty(x.shape[0], 136, dtype=torch.bfloat16, device="cuda")
     module, args = mo.module_and_args(xd, *mo.kn_views(qd), bd, fmt, out, block_m)
-    assert module.workspace_bytes(*args) == 0
+    assert module.workspace_bytes(*args) == (0 if fmt == "bf16" else 29 * 288 * 2 + 29 * 4)
     assert mo.kernel_path(xd, qd, bd, block_m) == "tensor_core"
     mo.moe_gemm(xd, qd, bd, block_m)  # build, plan and first launches outside the capture
     torch.cuda.synchronize()
@@ -373,6 +373,8 @@ def test_gpu_ring_path_needs_no_workspace_and_replays_from_a_graph(fmt, block_m)
         ("mxfp8", 4, 300),
         ("mxfp4", 1, 8),
         ("mxfp4", 1, 5000),
+        ("bf16", 16, 5000),
+        ("mxfp8", 4, 5000),
         ("mxfp4", 4, 300),
         ("mxfp4", 64, 8),
         ("mxfp8", 16, 8),
@@ -383,11 +385,11 @@ def test_gpu_ring_path_needs_no_workspace_and_replays_from_a_graph(fmt, block_m)
     ],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
-    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4) and the ring kernel
-    (mxfp4 at every block_m, fp8 and bf16 at 16) with zero-fill blocks in their own grids, the prefill kernel
-    (64) through gs_moe_prepare_rows; with 300 slack rows nearly all of the output is unwritten rows, with
-    5000 more rows than the ring's 4096 zero-fill blocks, which then loop. zero_unwritten=False leaves the
-    poison: what the fill is measured against."""
+    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4) and the bf16 ring
+    (16) with zero-fill blocks in their own grids (64-row ranges, at most 64 blocks: 5000 rows loop), the
+    fp8 / MXFP4 ring (mxfp4 at every block_m, mxfp8 at 16) and the prefill kernel (64) through
+    gs_moe_prepare_rows, which writes their f16 x; with 300 slack rows nearly all of the output is unwritten
+    rows. zero_unwritten=False leaves the poison: what the fill is measured against."""
     x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():

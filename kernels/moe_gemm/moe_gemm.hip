@@ -170,7 +170,7 @@ struct GsMoeArgs {
   uint16_t* out;        // bf16 [R, N] contiguous
   int vec_w;            // 16-byte weight loads allowed
   int vec_x;            // 16-byte x loads allowed
-  // The prefill kernel's fp8 paths (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
+  // The ring and prefill kernels' fp8 / MXFP4 paths (gs_moe_workspace_bytes > 0): x scaled per row into f16 [R, K] and the
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
@@ -703,16 +703,16 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
-//  * a ring of S stages in shared memory, each stage 4 chunks (128 K; MXFP4 8 chunks, 256 K) of every column
-//    of the tile, the 16 x rows and the MX scales; weights and scales filled with cp.async (nothing passes
-//    through registers) from per-thread pointers computed once: 8 threads copy one 128-byte column line, so
-//    each request is a full line; the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B
+//  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
+//    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
+//    through registers) from per-thread pointers computed once: 8 threads copy one 128-byte fp8 column line,
+//    so each request is a full line; the columns' 16-byte pieces are XOR-swizzled so the 8 columns of one B
 //    fragment read distinct banks;
-//  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 128-byte stage rows,
+//  * MXFP4: one 32-bit word per column, chunk and lane (K elements 8t..8t+7) from 64-byte stage rows,
 //    decoded to f16x2 by gs_e2m1x8_to_f16x2_ring; x as below, in that decode's pair order; scales as MXFP8's;
 //  * fp8 weights (mxfp8, block_fp8) reach the tensor core as f16 through the sm_89+ hardware conversion
 //    (gs_e4m3x2_to_f16x2: exact, NaN kept, one instruction per 2 weights; the bf16 decode took 5) and meet
-//    x as f16: the kernel scales each x row by a power of two so that its largest magnitude lies in
+//    x as f16: gs_moe_prepare_rows scales each x row by a power of two so that its largest magnitude lies in
 //    [2^7, 2^8) (exact for every element within 2^24 of it) and the epilogue multiplies the row back. f16 x
 //    f16 products are exact in the MMA's f32 accumulator;
 //  * MXFP8: each chunk's f32 partial (two MMAs from zero) times its columns' 2^(e-127), formed by shifting e
@@ -725,11 +725,12 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
-// MXFP4's ring tiling: 2 n8 tiles per warp, 2 stages of 8 chunks, the best of the sweep in
-// bench/moe_gemm_variants.cu (Hy4-TP8 1 token per expert on the H200, reports/measurements/
-// h200-2026-12-01-session4-kernels run1: 0.1235 ms against 0.1252 for 4 tiles and 4-chunk stages, 0.1324 for 4
-// tiles and 8-chunk stages; 3 or 4 stages slower).
-constexpr int kRingNtMxfp4 = 2;
+// MXFP4's ring tiling: 4 n8 tiles per warp, 2 stages of 4 chunks: with gs_moe_prepare_rows' f16 x, the best
+// of the sweep in bench/moe_gemm_variants.cu (Hy4-TP8 1 token per expert on the H200: 2 stages 0.1128 / 0.1190
+// ms against 3 stages 0.1155 / 0.1240 in two runs; 2 tiles or 4 stages 0.123-0.146 ms: reports/measurements/
+// h200-2026-12-01-session3-kernels). Stages of 8 chunks (GsRing's U = 8) measured 0.1235-0.1324 ms with x
+// converted inside the ring (h200-2026-12-01-session4-kernels run1), no better than 4 chunks there (0.1252).
+constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
 // n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
 GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
@@ -770,11 +771,12 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 #endif
 }
 
-// Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column) or, for MXFP4, 8
-// (256 K, 128 bytes per e2m1 column): at 4 chunks an MXFP4 stage moved 64 bytes per column and took as long
-// as an MXFP8 stage of twice the bytes (Hy4-TP8 16 tokens: 0.1172 against 0.1175 ms, reports/measurements/
-// h200-2026-12-01-session3-kernels), i.e. the per-stage cost (barrier, address set-up), not bandwidth, set its pace.
-GS_HD constexpr int gs_ring_chunks(int fmt) { return fmt == GS_FMT_MXFP4 ? 8 : 4; }
+// Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column, 64 per e2m1 column).
+// MXFP4 can take 8 (256 K, 128 bytes per column; bench/moe_gemm_variants.cu sweeps it): at 4 chunks an MXFP4
+// stage took as long as an MXFP8 stage of twice the bytes (Hy4-TP8 16 tokens: 0.1172 against 0.1175 ms,
+// reports/measurements/h200-2026-12-01-session3-kernels), so the per-stage cost, not bandwidth, sets its pace;
+// 8 chunks did not remove it (kRingNtMxfp4's note).
+GS_HD constexpr int gs_ring_chunks(int /*fmt*/) { return 4; }
 
 template <int FMT, int U = gs_ring_chunks(FMT)>
 struct GsRing {
@@ -799,12 +801,12 @@ struct GsRing {
     return FMT == GS_FMT_BF16 ? piece ^ ((row & 1) << 2) : kRowBytes == 64 ? piece ^ ((row >> 1) & 3) : piece ^ (row & 7);
   }
 };
-// S weight slots (weights, scale bytes), then S + 1 x slots (x, 16 row exponents): gs_moe_gemm_mma_ring_kernel.
+// S weight slots (weights, scale bytes), then S + 1 x slots: gs_moe_gemm_mma_ring_kernel.
 template <int FMT, int NT, int S, int W = kMmaWarps, int U = gs_ring_chunks(FMT)>
 constexpr int gs_ring_smem_bytes() {
   using R = GsRing<FMT, U>;
   constexpr int tn = W * NT * 8;
-  return S * (tn * R::kRowBytes + tn * R::kSCol) + (S + 1) * (R::kXBytes + 16 * 4);
+  return S * (tn * R::kRowBytes + tn * R::kSCol) + (S + 1) * R::kXBytes;
 }
 
 __device__ __forceinline__ uint32_t gs_hmul2_bits(uint32_t x, uint32_t m) {
@@ -837,40 +839,30 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage) are the
 // launcher's 1, 4 and gs_ring_chunks; bench/moe_gemm_variants.cu instantiates others to measure them.
 //
-// One launch per call: grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows), and the fp8
-// / MXFP4 paths scale x into f16 themselves, so the ring path needs neither gs_moe_prepare_rows nor a
-// workspace (two launches and a torch allocation cost 20.9-23.3 us of host time per eager call against
-// 15.1-15.7 us for one launch, reports/measurements/h200-2026-12-01-session3 section 4). x has its own ring of
-// S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings stage st's weights
-// also brings stage st + 1's bf16 x, so right after the barrier of stage st every thread converts its own
-// pieces of stage st + 1 in place (its copies have landed; nobody reads that slot now) and the barrier of
-// stage st + 1 publishes them. The conversion is off the barrier's path and holds no registers across the
-// MMAs. (Loading x through registers one stage ahead and scanning each row group's x for its exponent first
-// measured 0.704 of copy bandwidth for MXFP8 at 1 token per expert where the two-kernel path gave 0.82.)
-// The f16 scale is a running one: the threads holding a row's pieces of a stage (a half or a whole warp) take
-// the largest finite bf16 exponent E among them and every earlier stage of the row (at least 8), convert the
-// stage times 2^(134 - E) (the row's largest magnitude so far lies in [2^7, 2^8): exact for every element
-// within 2^24 of it; NaN and inf kept) and record E with the stage; when E grows the compute lanes multiply
-// that row's accumulators by 2^(E_old - E_new) (exact while they stay normal f32) and the epilogue multiplies by
-// 2^(E - 134). Earlier stages, converted under a smaller E, keep at least the bits of the two-pass rule
-// (gs_moe_prepare_rows'). Rows past the slot are zero-filled by cp.async and never converted: an MMA row of A
-// only reaches its own output row, which is not stored.
+// x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
+// stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
+// f16 x gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the
+// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, where x in the weights' slots gave 0.97;
+// reports/measurements/h200-2026-12-01-session4-kernels run2). Grid rows past the S slots' are zero-fill
+// blocks (gs_zero_uncovered_rows) when the launcher passes them: the bf16 ring is then one launch per call
+// (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills). Converting x inside this
+// kernel instead (every column block of a slot converting the slot's rows again) measured 20-35% slower for
+// MXFP8 and MXFP4 (run1, run2 there), so the f16 x stays a separate pass.
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT)>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT, UC>;
-  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 / e2m1 weights: x as row-scaled f16
+  constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 / e2m1 weights: x as gs_moe_prepare_rows' row-scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
   constexpr int kXPer = 16 * U * 4 / kThr;  // x pieces per thread per stage (16 rows x U * 4 pieces)
   constexpr int kRowThreads = U * 4;        // threads holding one x row's pieces of a stage (16 or 32)
   constexpr int kWBytes = TN * R::kRowBytes, kSBytes = TN * R::kSCol;
   constexpr int kStageBytes = kWBytes + kSBytes;
-  constexpr int kXSlot = R::kXBytes + 16 * 4;  // x of a stage, then its 16 row exponents
+  constexpr int kXSlot = R::kXBytes;
   constexpr int kWPer = TN * R::kPieces / kThr;  // weight pieces per thread per stage
   constexpr int kRowStep = kThr / R::kPieces;    // rows between a thread's pieces
   constexpr int kSW = R::kMx ? U / 4 : 1;        // E8M0 words per column and stage
   static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
                 "ring tiling");
-  static_assert(kRowThreads == 16 || kRowThreads == 32, "a row's pieces in one half or whole warp");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
   if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
     const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
@@ -885,6 +877,8 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * TN;
   const int64_t nchunks = a.K / kChunk, nst = (nchunks + U - 1) / U;
   uint8_t* const xring = gs_ring_smem + S * kStageBytes;
+  const uint16_t* xbase = kX16 ? a.xh : a.x;  // kX16: gs_moe_prepare_rows' f16 x [R, K]
+  const int64_t xstride = kX16 ? a.K : a.x_sr;
   // Issue side, fixed per thread: weight pieces (row wr + j * kRowStep, piece wp), x pieces, the scale bytes.
   const int wr = tid / R::kPieces, wp = tid % R::kPieces;
   const uint8_t* wsrc[kWPer];
@@ -921,7 +915,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     for (int h = 0; h < kXPer; ++h) {
       const int64_t r = rg + xrow + (16 / kXPer) * h;
       xin[h] = r < rows;
-      xsrc[h] = a.x + (xin[h] ? (row0 + r) * a.x_sr : 0) + xpiece * 8;
+      xsrc[h] = xbase + (xin[h] ? (row0 + r) * xstride : 0) + xpiece * 8;
     }
     // Weights and scale bytes of stage st into ring slot st % S (cp.async).
     auto issue_w = [&](int64_t st) {
@@ -948,7 +942,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
         }
       }
     };
-    // bf16 x of stage st into x slot st % (S + 1) (cp.async; rows past the slot and K past the end: zeros).
+    // x of stage st into x slot st % (S + 1) (cp.async; rows past the slot and K past the end: zeros).
     auto issue_x = [&](int64_t st) {
       uint8_t* base = xring + (st % (S + 1)) * kXSlot;
       const int64_t kel = st * U * kChunk;
@@ -956,47 +950,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 #pragma unroll
       for (int h = 0; h < kXPer; ++h)
         gs_cp_async16(base + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
-                      kx && xin[h] ? xsrc[h] + kel : a.x, kx && xin[h]);
-    };
-    // kX16: this thread's pieces of x stage st, bf16 -> f16 in place under the rows' running exponents xe.
-    unsigned xe[kXPer];
-#pragma unroll
-    for (int h = 0; h < kXPer; ++h) xe[h] = 8;
-    auto convert_x = [&](int64_t st) {
-      uint8_t* base = xring + (st % (S + 1)) * kXSlot;
-      const bool kx = st * U * kChunk + xpiece * 8 < a.K;
-#pragma unroll
-      for (int h = 0; h < kXPer; ++h) {
-        if (!xin[h]) continue;  // uniform over the row's threads
-        const int row = xrow + (16 / kXPer) * h;
-        uint4* p = reinterpret_cast<uint4*>(base + (row * R::kXRow + xpiece * 8) * 2);
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (kx) v = *p;
-        unsigned em = 0;
-        for (uint32_t w : {v.x, v.y, v.z, v.w})
-          for (uint32_t e : {(w >> 7) & 0xFFu, (w >> 23) & 0xFFu}) em = e != 255u && e > em ? e : em;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-        const unsigned mask = kRowThreads == 32 ? 0xFFFFFFFFu : 0xFFFFu << (lane & 16);
-        em = __reduce_max_sync(mask, em);
-#endif
-        xe[h] = em > xe[h] ? em : xe[h];
-        if (xpiece == 0) reinterpret_cast<unsigned*>(base + R::kXBytes)[row] = xe[h];
-        if (!kx) continue;
-        const float mult = gs_bits_f32((261u - xe[h]) << 23);  // 2^(134 - E), E in 8..254: a normal f32
-        uint32_t hw[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const __half2 f = __floats2half2_rn(gs_bits_f32(hw[i] << 16) * mult, gs_bits_f32(hw[i] & 0xFFFF0000u) * mult);
-          memcpy(&hw[i], &f, 4);
-        }
-        if (FMT == GS_FMT_MXFP4) {  // the ring's e2m1 pair order within 8 elements: 0, 2, 1, 3, 4, 6, 5, 7
-          const uint32_t q[4] = {__byte_perm(hw[0], hw[1], 0x5410), __byte_perm(hw[0], hw[1], 0x7632),
-                                 __byte_perm(hw[2], hw[3], 0x5410), __byte_perm(hw[2], hw[3], 0x7632)};
-#pragma unroll
-          for (int i = 0; i < 4; ++i) hw[i] = q[i];
-        }
-        *p = make_uint4(hw[0], hw[1], hw[2], hw[3]);
-      }
+                      kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
     };
     float acc[NT][4];
 #pragma unroll
@@ -1013,35 +967,15 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       if (st + 1 < nst) issue_x(st + 1);
       gs_cp_async_commit();
     }
-    unsigned ce[2] = {8, 8};  // kX16: the exponents the accumulators of rows g, g + 8 are scaled by
-    if (kX16) {
-      gs_cp_async_wait<S - 2>();
-      convert_x(0);
-    }
     for (int64_t st = 0; st < nst; ++st) {
       gs_cp_async_wait<S - 2>();  // weights st and x st + 1 have landed (for this thread) ...
       __syncthreads();            // ... for every thread, and every warp is done with stage st - 1's slots
       if (st + S - 1 < nst) issue_w(st + S - 1);
       if (st + S < nst) issue_x(st + S);
       gs_cp_async_commit();  // possibly empty: keeps the group count per stage
-      if (kX16 && st + 1 < nst) convert_x(st + 1);
       const uint8_t* base = gs_ring_smem + (st % S) * kStageBytes;
       const uint8_t* xslot = xring + (st % (S + 1)) * kXSlot;
       const uint8_t* xs = xslot + (g * R::kXRow + 8 * t) * 2;
-      if (kX16) {  // the rows' exponent grew: bring the accumulators to the new scale (exact: a power of two)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const unsigned e = reinterpret_cast<const unsigned*>(xslot + R::kXBytes)[g + 8 * h];
-          if (rg + g + 8 * h < rows && e != ce[h]) {
-#pragma unroll
-            for (int nt = 0; nt < NT; ++nt) {
-              acc[nt][2 * h] = ldexpf(acc[nt][2 * h], static_cast<int>(ce[h]) - static_cast<int>(e));
-              acc[nt][2 * h + 1] = ldexpf(acc[nt][2 * h + 1], static_cast<int>(ce[h]) - static_cast<int>(e));
-            }
-            ce[h] = e;
-          }
-        }
-      }
       const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
       float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
       // MX: the stage's E8M0 bytes (one per chunk; kSW words) of the two accumulator columns 2t, 2t + 1 of
@@ -1136,7 +1070,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     for (int h = 0; h < 2; ++h) {
       const int64_t r = rg + g + 8 * h;
       if (r >= rows) continue;
-      const float rs = gs_bits_f32((ce[h] - 7u) << 23);  // kX16: 2^(E - 134) undoes the f16 row scale (exact)
+      const float rs = kX16 ? a.x_rs[row0 + r] : 1.0f;  // undo the f16 row scale (a power of two: exact)
 #pragma unroll
       for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
@@ -1610,8 +1544,8 @@ inline bool gs_device_has_mfma() {
 
 // One block per row (grid-stride), before the GEMM kernel:
 //  * zero_unwritten: zero the output row iff no valid slot covers it;
-//  * a.xh set (the prefill kernel's fp8 path; the ring kernel applies the same rule itself): write the row
-//    of x as f16 times 2^(134 - E), E the largest
+//  * a.xh set (the ring and prefill kernels' fp8 / MXFP4 paths): write the row of x as f16 times
+//    2^(134 - E), E the largest
 //    biased exponent among its finite bf16 elements (at least 8), and 2^(E - 134) into a.x_rs. The row's
 //    largest magnitude lands in [2^7, 2^8), far inside f16's range (65504), so every element within 2^24 of
 //    it converts exactly (f16 subnormals reach 2^-24; bf16 has 8 significant bits); smaller ones round,
@@ -1712,12 +1646,12 @@ inline int64_t gs_zero_rows(const GsMoeArgs& a, int64_t gx) {
 }
 
 #if defined(GS_BACKEND_CUDA)
-// A kernel that takes more than the 48 KB of shared memory a kernel gets without the opt-in attribute: the
-// attribute is set once per device (it is per function and device), so an eager call makes no extra runtime
-// call after the first. One flag array per kernel (KERNEL is a template argument).
+// The dynamic shared memory a kernel launches with: above 48 KB minus its static shared memory it needs the
+// opt-in attribute (the ring's MXFP8 configuration takes exactly 48 KB plus 256 static bytes), so it is set
+// for every ring and prefill kernel, once per device (it is per function and device): an eager call makes no
+// extra runtime call after the first. One flag array per kernel (KERNEL is a template argument).
 template <auto KERNEL>
 inline hipError_t gs_smem_opt_in(int smem) {
-  if (smem <= 48 * 1024) return hipSuccess;
   constexpr int kMaxDevices = 64;
   static std::atomic<int> ready[kMaxDevices];  // static storage: zero before first use
   int dev = 0;
@@ -1766,12 +1700,12 @@ inline bool gs_moe_uses_ring(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
-// The prefill kernel's fp8 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows writes first: bytes of
-// caller-provided device workspace for it, 0 on every other path (the ring kernel scales x itself, the MFMA
-// kernel reads bf16 x). Layout: f16 [R, K], then f32 [R].
+// The ring and prefill kernels' fp8 / MXFP4 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows writes
+// first: bytes of caller-provided device workspace for it, 0 on every other path (the MFMA kernel reads bf16
+// x). Layout: f16 [R, K], then f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_ring(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 #else
   (void)a;
@@ -1786,15 +1720,16 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   const bool ring = gs_moe_uses_ring(a, block_m);
   const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
   if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
-  // The CUDA-core and ring kernels fold the zero-fill into their own grids (gs_zero_uncovered_rows: one launch
-  // per call); the prefill and MFMA kernels, an empty map and grids past 65535 rows keep gs_moe_prepare_rows.
+  // The CUDA-core and bf16 ring kernels fold the zero-fill into their own grids (gs_zero_uncovered_rows: one
+  // launch per call); where gs_moe_prepare_rows runs anyway (the f16 x of the fp8 / MXFP4 tensor-core paths)
+  // it zero-fills, as it does for the MFMA kernel, an empty map and grids past 65535 rows.
   int64_t zero_rows = 0;
   if (zero_unwritten && !mma) {
     const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN;
     zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
 #if defined(GS_BACKEND_CUDA)
-  if (zero_unwritten && ring) {
+  if (zero_unwritten && ring && !x16) {
     const int64_t tile = kMmaWarps * 8 * gs_ring_nt(a.fmt);  // gs_launch_ring's grid width
     zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
@@ -1816,10 +1751,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring at every slot size (larger slots loop over 16-row groups, re-reading the weights
-    // per group: no prefill tile kernel decodes e2m1 yet), with kRingStagesMxfp4 stages of 8 chunks.
-    // zero_rows == 0 with zero_unwritten means gs_moe_prepare_rows zero-filled above: the ring adds no rows.
+    // per group: no prefill tile kernel decodes e2m1 yet), with kRingStagesMxfp4 stages of
+    // gs_ring_chunks(MXFP4) chunks. zero_rows == 0 means gs_moe_prepare_rows zero-filled above (or no fill).
     if (ring) {
-      const int zr = zero_unwritten && zero_rows > 0 ? 1 : 0;
+      const int zr = zero_rows > 0 ? 1 : 0;
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
       if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
       if (a.fmt == mx8) return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, 4>(a, stream, zr);

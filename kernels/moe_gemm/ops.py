@@ -9,9 +9,9 @@ and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slot
 MXFP4: the shared-memory ring kernel; larger: 64 x 256 shared-memory tiles per block), deterministic and
 within TOLERANCE of the twin but not bitwise equal
 (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
-(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The prefill kernel's fp8 paths read x as row-scaled f16 that the op's first
-kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on every other path: the
-ring kernel scales x itself and zero-fills in its own grid, so decode calls make one launch and no allocation). The op takes the weight as the [E, K, N] view of its [E, N, K]
+(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first
+kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The
+CUDA-core and bf16 ring kernels zero-fill in their own grids: one launch per call. The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
 
@@ -173,10 +173,13 @@ def moe_gemm_impl(
     if copy_map:
         block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
     out = x.new_empty(r, n)  # bf16 on x's device, as _validate requires of x
-    # The prefill kernel's fp8 paths read x as row-scaled f16 that the op's first kernel writes here
+    # The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first kernel writes here
     # (moe_gemm.hip, gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read. A
-    # fresh allocation per call, not a cached buffer: a buffer captured into a CUDA graph is written by every
-    # replay, so one shared with other calls would race with any of them running on another stream.
+    # fresh allocation per call: a buffer captured into a CUDA graph is written by every replay, so a cached
+    # one would have to be fresh under capture and, outside it, one per (device, stream, host thread): calls
+    # in one stream's order may share a buffer, but two host threads enqueueing on one stream interleave the
+    # two kernels of their calls. Not done: its saving (one torch.empty) was not measured apart from the noise
+    # of the host (torch._grouped_mm's host_us ranged 21.6-32.7 us within one run, session4-kernels run2).
     workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
     module.run(
         cplan, xp, wp, 0 if w_scale is None else w_scale.data_ptr(), 0 if w_global is None else w_global.data_ptr(),
