@@ -697,9 +697,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
 // Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of every size (1 row: 15 of the 16
-// MMA rows are zero; more than 16: row groups of 16, each re-reading the weights). MXFP4 on the H200
-// (reports/measurements/h200-2026-12-01-session3-kernels): 0.44-0.46 of copy bandwidth at 1 token per expert,
-// where the CUDA-core kernel gave 0.31. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
+// MMA rows are zero; more than 16: row groups of 16, each re-reading the weights). MXFP4 on the H200: 0.44-0.46
+// of copy bandwidth at 1 token per expert (reports/measurements/h200-2026-12-01-session3-kernels; 0.43-0.47 in
+// h200-2026-12-01-session4-kernels run3), where the CUDA-core kernel gave 0.31. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
@@ -842,8 +842,9 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
 // stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
 // f16 x gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the
-// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, where x in the weights' slots gave 0.97;
-// reports/measurements/h200-2026-12-01-session4-kernels run2). Grid rows past the S slots' are zero-fill
+// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth in runs 2 and 3 of reports/measurements/
+// h200-2026-12-01-session4-kernels, where x in the weights' slots gave 0.966 in h200-2026-12-01-session3 call
+// D; MXFP8 there 0.746, in run 3 0.680: different machines, not an A/B, so whether the x ring costs fp8 is open). Grid rows past the S slots' are zero-fill
 // blocks (gs_zero_uncovered_rows) when the launcher passes them: the bf16 ring is then one launch per call
 // (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills). Converting x inside this
 // kernel instead (every column block of a slot converting the slot's rows again) measured 20-35% slower for
