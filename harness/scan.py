@@ -201,6 +201,7 @@ def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
+@functools.cache
 def _smallest_poison(poison: tuple[float | int, ...]) -> float:
     return min((abs(float(p)) for p in poison), default=math.inf)
 
@@ -386,10 +387,9 @@ class _NativeBatch:
     def _run_gpu(
         cls, device: torch.device, lib: Any, queued: list[tuple[str, Any, tuple[Any, ...], torch.device]]
     ) -> list[Any]:
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        switch = (
-            torch.cuda.device(index) if torch.cuda.current_device() != index else contextlib.nullcontext()
-        )
+        current = torch._C._cuda_getDevice()  # what torch.cuda.current_device returns, without its Python
+        index = device.index if device.index is not None else current
+        switch = torch.cuda.device(index) if current != index else contextlib.nullcontext()
         count = len(queued)
         # The batch as scan.hip's parallel arrays: kind 0-2 a float scan (args: out, ref or None, n, kind),
         # 3 the byte comparison (args: a, b, nbytes).
