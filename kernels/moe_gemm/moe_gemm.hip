@@ -842,13 +842,12 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
 // stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
 // f16 x gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the
-// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth in runs 2 and 3 of reports/measurements/
-// h200-2026-12-01-session4-kernels, where x in the weights' slots gave 0.966 in h200-2026-12-01-session3 call
-// D; MXFP8 there 0.746, in run 3 0.680: different machines, not an A/B, so whether the x ring costs fp8 is open). Grid rows past the S slots' are zero-fill
-// blocks (gs_zero_uncovered_rows) when the launcher passes them: the bf16 ring is then one launch per call
-// (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills). Converting x inside this
-// kernel instead (every column block of a slot converting the slot's rows again) measured 20-35% slower for
-// MXFP8 and MXFP4 (run1, run2 there), so the f16 x stays a separate pass.
+// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, reports/measurements/
+// h200-2026-12-01-session4-kernels; whether the ring costs the fp8 path is open there). Grid rows past the S
+// slots' are zero-fill blocks (gs_zero_uncovered_rows) when the launcher passes them: the bf16 ring is then
+// one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills).
+// Converting x inside this kernel instead (every column block of a slot converting the slot's rows again)
+// measured 20-35% slower for MXFP8 and MXFP4 (same folder), so the f16 x stays a separate pass.
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT)>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   using R = GsRing<FMT, UC>;
