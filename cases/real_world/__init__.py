@@ -27,9 +27,7 @@ def optional_library(name: str, module: str) -> ModuleType | None:
     try:
         return importlib.import_module(name)
     except ImportError as exc:
-        reason = f"{name} is not installed ({exc}); install the extra: pip install -e '.[real-world]'"
-        SKIPPED[module] = reason
-        warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
+        _skip(module, f"{name} is not installed ({exc})")
         return None
 
 
@@ -40,10 +38,15 @@ def installed_library(name: str, module: str) -> bool:
     torch._dynamo and sympy, reports/measurements/h200-2026-12-01-session4)."""
     if importlib.util.find_spec(name) is not None:
         return True
-    reason = f"{name} is not installed; install the extra: pip install -e '.[real-world]'"
-    SKIPPED[module] = reason
-    warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=2)
+    _skip(module, f"{name} is not installed")
     return False
+
+
+def _skip(module: str, why: str) -> None:
+    reason = f"{why}; install the extra: pip install -e '.[real-world]'"
+    SKIPPED[module] = reason
+    # stacklevel 3: the case module's line that asked for the library.
+    warnings.warn(f"{module}: cases skipped: {reason}", RealWorldSkipWarning, stacklevel=3)
 
 
 def _register_all() -> None:
