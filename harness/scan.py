@@ -18,9 +18,9 @@ the difference, three orders below the tightest default threshold (float32, 1e-5
 the inputs' own width instead of doubling the bytes moved.
 
 The clean pass of float32, float16 and bfloat16 outputs and the bit comparison are one native pass that
-computes the same two maxima and a non-finite flag: on a GPU one kernel per comparison (harness/native/
-scan.hip), with one stream synchronization for a whole batch of them (`scan_many`: a replay's comparisons
-with eager, the reference and the fresh probe), on the CPU one loop over the data (harness/native/
+computes the same two maxima and a non-finite flag: on a GPU one kernel launch for a whole batch of them
+and one stream synchronization (harness/native/scan.hip; `scan_and_differ`: a replay's comparisons with
+eager, the reference and the fresh probe, and its input checks), on the CPU one loop over the data (harness/native/
 scan_host.cpp, all cores for more than one chunk of 2^20 elements). Other dtypes, non-contiguous views, and
 machines where the library cannot be built take the torch path below, which gives the same answer.
 
@@ -325,8 +325,9 @@ def _raw_stream(device: torch.device) -> int:
 
 
 class _NativeBatch:
-    """Native clean passes queued, then run together: on a GPU every kernel is launched into its own result
-    slot (harness/native/scan.hip) and one stream synchronization reads them all; on the CPU each runs in turn
+    """Native clean passes queued, then run together: on a GPU the batch is one kernel launch (32 passes per
+    launch), each pass into its own result slot (harness/native/scan.hip), and one stream synchronization
+    reads them all; on the CPU each runs in turn
     (scan_host.cpp is synchronous). `floats`/`bytes_differ` return a key, or None where the native pass does not
     apply (dtype, layout, alignment, no library): the caller then takes the torch path."""
 
