@@ -300,8 +300,14 @@ def test_inputs_and_references_are_made_once_per_check(monkeypatch: pytest.Monke
 
 
 def test_kept_inputs_stay_as_made_when_the_op_writes_its_inputs() -> None:
-    """An op that writes its input (declared in mutates) gets copies; the kept B is what make_inputs made, so
-    the second pattern's replay still sees fresh B values and a stale replay would still show."""
+    """An op that writes its input (declared in mutates) gets copies: every input set make_inputs returned, kept
+    for the second pattern, still holds what it was made with after the whole check."""
+    made: list[tuple[int, torch.Tensor]] = []
+
+    def recorded_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+        inputs = _inputs(seed, device)
+        made.append((seed, inputs["x"]))
+        return inputs
 
     def adds_in_place(x: torch.Tensor) -> torch.Tensor:
         x.add_(1)
@@ -309,14 +315,16 @@ def test_kept_inputs_stay_as_made_when_the_op_writes_its_inputs() -> None:
 
     case = Case(
         name="t_store_mutates",
-        make_inputs=_inputs,
+        make_inputs=recorded_inputs,
         op=adds_in_place,
         reference=lambda x: (x + 1) * 2,
         mutates=("x",),
     )
     result = check(case, "cpu", replays=2)
     assert result.verdict == "pass", result.detail
-    assert {r.pattern for r in result.rows} == {"0xff", "0x7f"}
+    assert sorted(seed for seed, _ in made) == [0, 1, 2]  # kept: made once for both patterns
+    for seed, x in made:
+        assert torch.equal(x, _inputs(seed, x.device)["x"]), f"the kept input of seed {seed} was written"
 
 
 def test_identical_later_b_is_named_by_its_seed() -> None:
