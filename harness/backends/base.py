@@ -142,6 +142,8 @@ class GraphBackend(abc.ABC):
         """The device's default generator: what torch.cuda.get_rng_state / set_rng_state read and write once
         CUDA is initialized (torch/cuda/random.py), without their device context and lazy-call wrapper in
         Python; a check sets the state about 14 times."""
+        if not torch.cuda.default_generators:  # filled when CUDA initializes, which those functions ensure
+            torch.cuda.init()
         index = self.device.index if self.device.index is not None else torch.cuda.current_device()
         return torch.cuda.default_generators[index]
 
