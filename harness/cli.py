@@ -362,11 +362,12 @@ def _prebuild(cases: list[Case], backend: str) -> None:
 class RunClock:
     """Phase times of one `verify` run and each case's seconds: written to the run's times.csv and summed up
     in one line on stderr, so a slow run says whether builds, definition checks, cases or reports took the
-    time, and which cases."""
+    time, and which cases. A case row also says when it started (seconds from the run's start) and on which
+    worker: the run's timeline, which shows what ran beside a slow case (empty for an in-process run)."""
 
     def __init__(self) -> None:
         self.marks: list[tuple[str, float]] = [("start", _IMPORTED_AT)]
-        self.cases: list[tuple[str, float]] = []
+        self.cases: list[Result] = []
 
     def mark(self, phase_done: str) -> None:
         self.marks.append((phase_done, time.monotonic()))
@@ -374,14 +375,20 @@ class RunClock:
     def phases(self) -> list[tuple[str, float]]:
         return [(name, t - self.marks[i][1]) for i, (name, t) in enumerate(self.marks[1:])]
 
+    def case_seconds(self) -> dict[str, float]:
+        return {r.case: r.seconds for r in self.cases if r.seconds is not None}
+
     def write(self, run_dir: Path, workers: int) -> None:
-        rows = [("phase", name, s) for name, s in self.phases()]
-        rows += [("case", name, s) for name, s in sorted(self.cases, key=lambda c: -c[1])]
-        lines = ["kind,name,seconds"] + [f"{k},{n},{s:.3f}" for k, n, s in rows]
+        start = self.marks[0][1]
+        lines = ["kind,name,seconds,start,worker"]
+        lines += [f"phase,{name},{s:.3f},," for name, s in self.phases()]
+        for r in sorted(self.cases, key=lambda r: -(r.seconds or 0.0)):
+            began = "" if r.started_at is None else f"{r.started_at - start:.3f}"
+            lines.append(f"case,{r.case},{r.seconds:.3f},{began},{'' if r.worker is None else r.worker}")
         with contextlib.suppress(OSError):  # a report dir that cannot be written is reported elsewhere
             (run_dir / "times.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         phases = ", ".join(f"{name} {s:.1f}s" for name, s in self.phases())
-        slowest = sorted(self.cases, key=lambda c: -c[1])[:SLOWEST_SHOWN]
+        slowest = sorted(self.case_seconds().items(), key=lambda c: -c[1])[:SLOWEST_SHOWN]
         tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
         print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
 
@@ -433,7 +440,7 @@ def run_verify(
 
     def on_result(result: Result) -> None:
         if result.seconds is not None:
-            clock.cases.append((result.case, result.seconds))
+            clock.cases.append(result)
         state["writer"].add(result)
         state["progress"].update(result.case, result.ok)
 
@@ -497,7 +504,7 @@ def run_verify(
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
             clock.mark("reports")
             clock.write(run_dir, jobs)
-            remember_case_seconds(backend, dict(clock.cases))
+            remember_case_seconds(backend, clock.case_seconds())
         claim.release()
         _restore_signals(held)
     return writer.results, run_dir, status

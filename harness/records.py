@@ -50,6 +50,10 @@ class Result:
     # Wall seconds from handing the case to its worker to its result (None where not timed); the run's
     # times.csv, not results.csv, records it.
     seconds: float | None = None
+    # When the case was handed to its worker (time.monotonic()) and which worker ran it (None in-process):
+    # times.csv's start and worker columns, the run's timeline.
+    started_at: float | None = None
+    worker: int | None = None
 
     @property
     def ok(self) -> bool:

@@ -258,6 +258,7 @@ def run_isolated(
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
         result.seconds = time.monotonic() - worker.started
+        result.started_at, result.worker = worker.started, worker.index
         on_result(result)
 
     def validate_done(worker: _Worker, message: dict) -> None:

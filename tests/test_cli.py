@@ -90,6 +90,11 @@ def test_user_case_file_outside_repo_gets_right_verdicts(tmp_path: Path) -> None
     assert phases == ["loading cases", "builds", "definition checks", "cases", "reports"]
     assert sorted(t["name"] for t in times if t["kind"] == "case") == ["user_ok", "user_stale"]
     assert all(float(t["seconds"]) >= 0 for t in times)
+    # The timeline: each case started after the run began, on worker 0 (the one worker), in turn.
+    cases = sorted((t for t in times if t["kind"] == "case"), key=lambda t: float(t["start"]))
+    assert [t["worker"] for t in cases] == ["0", "0"] and float(cases[0]["start"]) > 0
+    first_end = float(cases[0]["start"]) + float(cases[0]["seconds"])
+    assert float(cases[1]["start"]) >= first_end - 0.001
     assert "graphsafe: time (1 worker): loading cases" in proc.stderr and "slowest: user_" in proc.stderr
 
 
