@@ -64,6 +64,21 @@ def test_a_missing_library_is_skipped_with_its_reason(probe: str) -> None:
         del real_world.SKIPPED["cases.real_world.test_probe"]
 
 
+def test_a_library_lacking_a_feature_is_skipped_naming_its_version() -> None:
+    """transformers 5.17 has no StaticLayer.crop: its decode cases would raise inside the op, which the
+    protocol would report as the op's own eager failure. They are skipped, with the version named."""
+    import types
+
+    old = types.ModuleType("oldlib")
+    old.__version__ = "0.1"  # type: ignore[attr-defined]
+    with pytest.warns(real_world.RealWorldSkipWarning, match=r"oldlib 0\.1 has no Layer\.crop"):
+        real_world.lacks_feature("cases.real_world.test_probe", old, "Layer.crop")
+    try:
+        assert "oldlib 0.1 has no Layer.crop" in real_world.SKIPPED["cases.real_world.test_probe"]
+    finally:
+        del real_world.SKIPPED["cases.real_world.test_probe"]
+
+
 def test_an_installed_library_is_found_without_importing_it() -> None:
     import sys
 

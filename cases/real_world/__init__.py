@@ -42,6 +42,14 @@ def installed_library(name: str, module: str) -> bool:
     return False
 
 
+def lacks_feature(module: str, library: ModuleType, feature: str) -> None:
+    """Record and warn, as for a missing library, that the installed `library` lacks `feature`, which the
+    module's cases call; the module then registers nothing (its driver would raise inside the op, which the
+    protocol reports as the op's own eager failure)."""
+    version = getattr(library, "__version__", "of unknown version")
+    _skip(module, f"{library.__name__} {version} has no {feature}")
+
+
 def _skip(module: str, why: str) -> None:
     reason = f"{why}; install the extra: pip install -e '.[real-world]'"
     SKIPPED[module] = reason
