@@ -291,6 +291,17 @@ def _env_field(name: str) -> Callable[[], str]:
     return read
 
 
+def _or(first: Callable[[], str], fallback: Callable[[], str]) -> Callable[[], str]:
+    """`first`'s value, else `fallback`'s: collect_env gives nothing when it fails or passes its deadline
+    (its pip and ldconfig runs under a loaded test run), and the platform module still names the OS and libc."""
+
+    def read() -> str:
+        value = first()
+        return value if value != NA else fallback()
+
+    return read
+
+
 def _distribution_version(*names: str) -> str:
     for name in names:
         try:
@@ -397,8 +408,8 @@ def collect(backend: str, case_sources: Sequence[str] = ()) -> dict[str, str]:
         "source_digest": source_digest,
         "hostname": socket.gethostname,
         "time": _now,
-        "os": _env_field("os"),
-        "libc": _env_field("libc_version"),
+        "os": _or(_env_field("os"), lambda: f"{platform.system()} {platform.release()} ({platform.machine()})"),
+        "libc": _or(_env_field("libc_version"), lambda: "-".join(platform.libc_ver()) or NA),
         "cuda_compiled": lambda: (
             " / ".join(
                 v

@@ -31,6 +31,7 @@ from harness.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence
 from harness.reports.tables import (
     CaseSummary,
     FailureSection,
+    RunModel,
     Table,
     cases_table,
     environment_table,
@@ -418,8 +419,9 @@ def _platform_label(fingerprint: dict[str, str]) -> str:
     return platform_slug(fingerprint) if fingerprint else ""
 
 
-def render_html(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
-    model = run_model(results, fingerprint)
+def render_html(results: pd.DataFrame, fingerprint: dict[str, str], model: RunModel | None = None) -> str:
+    """report.html text; `model`: the run_model of `results` and `fingerprint` where the caller has it."""
+    model = model or run_model(results, fingerprint)
     summaries, failures = model.summaries, model.failures
     platform_cases = [s for s in summaries if s.family.startswith("platform")]
     title = f"graphsafe: {len(model.passing)}/{len(summaries)} cases ok"

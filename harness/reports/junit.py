@@ -27,7 +27,14 @@ import pandas as pd
 from harness import verdicts as V
 from harness.records import Result
 from harness.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
-from harness.reports.tables import CaseSummary, case_sources, failure_section, format_error, run_model
+from harness.reports.tables import (
+    CaseSummary,
+    RunModel,
+    case_sources,
+    failure_section,
+    format_error,
+    run_model,
+)
 
 # Verdicts that say nothing about the op's graph safety: the harness could not finish the check.
 ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT})
@@ -55,10 +62,10 @@ def is_error(summary: CaseSummary) -> bool:
     )
 
 
-def _seconds(rows: pd.DataFrame) -> float:
+def _seconds(col: dict[str, list[Any]]) -> float:
     total = 0.0
     for column in ("capture_ms", "replay_ms", "eager_ms"):
-        total += sum(v for v in rows[column].tolist() if not math.isnan(v) and not math.isinf(v))
+        total += sum(v for v in col[column] if not math.isnan(v) and not math.isinf(v))
     return total / 1e3
 
 
@@ -94,10 +101,12 @@ def render_junit(
     fingerprint: dict[str, str] | None = None,
     suite: str = "graphsafe",
     status: dict[str, Any] | None = None,
+    model: RunModel | None = None,
 ) -> str:
-    """junit.xml text for a run's rows (results.csv as read by harness.reports.results)."""
+    """junit.xml text for a run's rows (results.csv as read by harness.reports.results); `model`: the
+    run_model of those rows and fingerprint where the caller has built it already."""
     fingerprint = fingerprint or {}
-    model = run_model(normalize(results), fingerprint)
+    model = model or run_model(normalize(results), fingerprint)
     sources = case_sources(fingerprint)
     incomplete = completeness_sentence(status)
     never = [str(n) for n in (status or {}).get("never_ran") or []] if incomplete else []
@@ -108,8 +117,7 @@ def render_junit(
     errors = failures = 0
     total_time = 0.0
     for summary in sorted(model.summaries, key=lambda s: (s.family, s.case)):
-        rows = model.groups[summary.case]
-        seconds = _seconds(rows)
+        seconds = _seconds(model.columns[summary.case])
         total_time += seconds
         testcase = ET.SubElement(
             testsuite,
@@ -129,7 +137,7 @@ def render_junit(
             type=summary.verdict or "unknown",
             message=f"verdict {summary.verdict}, expected {summary.expected}",
         )
-        element.text = _body(summary, rows, sources)
+        element.text = _body(summary, model.groups[summary.case], sources)
     for name in never:
         testcase = ET.SubElement(testsuite, "testcase", classname=f"{suite}.not_run", name=name, time="0")
         message = f"never ran: {reason}"
@@ -157,11 +165,12 @@ def write_junit(
     suite: str = "graphsafe",
     status: dict[str, Any] | None = None,
     fingerprint: dict[str, str] | None = None,
+    model: RunModel | None = None,
 ) -> None:
-    """Write junit.xml for in-memory Results or a run's rows.
+    """Write junit.xml for in-memory Results or a run's rows (`model`: as render_junit takes it).
 
     `status`: results.csv's status fields when the run stopped early (ResultsWriter.close); the first line
     then says so and every case that never ran is a testcase with an <error> naming why, so a CI that reads
     only junit.xml cannot count the run as green."""
     frame = results_frame(results) if isinstance(results, list) else results
-    Path(path).write_text(render_junit(frame, fingerprint, suite, status), encoding="utf-8")
+    Path(path).write_text(render_junit(frame, fingerprint, suite, status, model), encoding="utf-8")

@@ -9,7 +9,14 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence
-from harness.reports.tables import FailureSection, Table, cases_table, environment_table, run_model
+from harness.reports.tables import (
+    FailureSection,
+    RunModel,
+    Table,
+    cases_table,
+    environment_table,
+    run_model,
+)
 
 _DETAIL_MAX_CHARS = 300
 _QUOTED_MAX_CHARS = 4000
@@ -57,9 +64,10 @@ def failure_lines(section: FailureSection) -> list[str]:
     return lines
 
 
-def render_summary(results: pd.DataFrame, fingerprint: dict[str, str]) -> str:
-    """summary.md text: header, fingerprint, failures (with repro commands), then passing cases by family."""
-    model = run_model(results, fingerprint)
+def render_summary(results: pd.DataFrame, fingerprint: dict[str, str], model: RunModel | None = None) -> str:
+    """summary.md text: header, fingerprint, failures (with repro commands), then passing cases by family.
+    `model`: the run_model of `results` and `fingerprint` where the caller has built it already."""
+    model = model or run_model(results, fingerprint)
     failures, passing = model.failures, model.passing
     total = len(model.summaries)
     state = "all as expected" if not failures else f"{len(failures)} FAIL"

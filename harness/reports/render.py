@@ -13,10 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.reports.html import write_html
+from harness.reports.html import render_html
 from harness.reports.junit import write_junit
 from harness.reports.markdown import render_summary
 from harness.reports.results import NOTES_KEY, STATUS_KEY, read_results
+from harness.reports.tables import run_model
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 STEP_SUMMARY_MAX_BYTES = 1 << 20
@@ -33,10 +34,11 @@ def write_reports(
     rows = read_results(run_dir)
     rows.attrs[NOTES_KEY] = [*notes, *(rows.attrs.get(NOTES_KEY) or [])]
     status = status if status is not None else rows.attrs.get(STATUS_KEY)
-    write_junit(run_dir / "junit.xml", rows, status=status, fingerprint=fingerprint)
-    summary = render_summary(rows, fingerprint)
+    model = run_model(rows, fingerprint)  # once for the three reports
+    write_junit(run_dir / "junit.xml", rows, status=status, fingerprint=fingerprint, model=model)
+    summary = render_summary(rows, fingerprint, model)
     (run_dir / "summary.md").write_text(summary, encoding="utf-8")
-    write_html(run_dir)
+    (run_dir / "report.html").write_text(render_html(rows, fingerprint, model), encoding="utf-8")
     write_step_summary(summary, run_dir)
 
 

@@ -16,6 +16,7 @@ import re
 import shlex
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import pandas as pd
 
@@ -74,7 +75,11 @@ def _first_nonempty(values: Iterable[str]) -> str:
 def summarize_case(rows: pd.DataFrame) -> CaseSummary:
     """Fold the (normalized) rows of one case."""
     # Plain lists: element access on pandas columns costs microseconds each, and runs have thousands of rows.
-    col = {name: rows[name].tolist() for name in COLUMNS}
+    return summarize_columns({name: rows[name].tolist() for name in COLUMNS})
+
+
+def summarize_columns(col: dict[str, list[Any]]) -> CaseSummary:
+    """Fold one case's rows given as a list per column (COLUMNS, normalized)."""
     verdict = _first_nonempty(col["verdict"]) or _first_nonempty(col["row_verdict"])
     expected = _first_nonempty(col["expected"])
     # A case fails when any row says FAIL or its verdict is not the expected one: the two must agree, and
@@ -98,6 +103,18 @@ def summarize_case(rows: pd.DataFrame) -> CaseSummary:
     )
 
 
+def columns_by_case(results: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
+    """Normalized rows per case as a list per column, in first-appearance order: each column is read out of
+    the frame once for the whole run (reading 26 columns of every case's sub-frame took 1.1 s of a 1.8 s
+    report for 317 cases on a CPU)."""
+    df = normalize(results)
+    whole = {name: df[name].tolist() for name in COLUMNS}
+    index: dict[str, list[int]] = {}
+    for i, case in enumerate(whole["case"]):
+        index.setdefault(str(case), []).append(i)
+    return {case: {name: [values[i] for i in at] for name, values in whole.items()} for case, at in index.items()}
+
+
 def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Normalized rows grouped by case, in first-appearance order (one groupby for the whole report)."""
     df = normalize(results).copy(deep=False)
@@ -108,10 +125,12 @@ def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     return {str(name): rows for name, rows in df.groupby("case", sort=False)}
 
 
-def case_summaries(results: pd.DataFrame | dict[str, pd.DataFrame]) -> list[CaseSummary]:
+def case_summaries(results: pd.DataFrame) -> list[CaseSummary]:
     """One summary per case: failures first, then by family and case name."""
-    groups = results if isinstance(results, dict) else rows_by_case(results)
-    summaries = [summarize_case(rows) for rows in groups.values()]
+    return _ordered([summarize_columns(col) for col in columns_by_case(results).values()])
+
+
+def _ordered(summaries: list[CaseSummary]) -> list[CaseSummary]:
     return sorted(summaries, key=lambda s: (not s.failed, s.family, s.case))
 
 
@@ -290,6 +309,7 @@ class RunModel:
 
     rows: pd.DataFrame  # normalized
     groups: dict[str, pd.DataFrame]  # rows per case, first-appearance order
+    columns: dict[str, dict[str, list[Any]]]  # the same rows as a list per column (columns_by_case)
     summaries: list[CaseSummary]  # failures first, then by family and name
     fingerprint: dict[str, str]
     failures: list[FailureSection] = field(default_factory=list)
@@ -311,7 +331,8 @@ class RunModel:
 def run_model(results: pd.DataFrame, fingerprint: dict[str, str]) -> RunModel:
     rows = normalize(results)
     groups = rows_by_case(rows)
-    summaries = case_summaries(groups)
+    columns = columns_by_case(rows)
+    summaries = _ordered([summarize_columns(col) for col in columns.values()])
     sources = case_sources(fingerprint)
     failures = [failure_section(s, groups[s.case], sources) for s in summaries if s.failed]
-    return RunModel(rows, groups, summaries, fingerprint, failures)
+    return RunModel(rows, groups, columns, summaries, fingerprint, failures)
