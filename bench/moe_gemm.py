@@ -89,11 +89,23 @@ def _weight_bytes(q: quant.QuantizedWeight) -> int:
     return sum(t.numel() * t.element_size() for t in (q.data, q.scale, q.global_scale) if t is not None)
 
 
-def bench_shape(name, e, n, k, tpe, fmt):
+def prefill_block_m(tpe: int, override: int | None = None) -> int:
+    """The block map's slot size per shape: the tokens per expert up to 16 (decode: the ring kernel), else 128
+    from 128 tokens per expert on (the prefill kernel's 128-row tiles, one slot per expert at DSv3-prefill)
+    and 64 below (small-K-MoE's 64 tokens: a 128-row tile would idle half its warps); `override` (the
+    --prefill-block-m option) replaces the prefill choice."""
+    if tpe <= 16:
+        return tpe
+    if override is not None:
+        return override
+    return 128 if tpe >= 128 else 64
+
+
+def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
     dev = torch.device("cuda")
     q = quant.quantize_weight(torch.randn(e, n, k, device=dev), fmt)
     rows = e * tpe
-    block_m = min(16, tpe) if tpe <= 16 else 64
+    block_m = prefill_block_m(tpe, prefill_bm)
     sizes = torch.full((e,), tpe, dtype=torch.int32, device=dev)
     bmap = routing.block_map_from_group_sizes(sizes, rows, block_m)
     x = torch.randn(rows, k, device=dev).to(torch.bfloat16)
@@ -157,6 +169,12 @@ def main() -> int:
     )
     names = [shape[0] for shape in SHAPES]
     parser.add_argument("--shapes", nargs="*", default=names, choices=names)
+    parser.add_argument(
+        "--prefill-block-m",
+        type=int,
+        default=None,
+        help="slot size for shapes of more than 16 tokens per expert",
+    )
     args = parser.parse_args()
     if not torch.cuda.is_available():
         print("bench/moe_gemm.py: no CUDA/ROCm device; skipped")
@@ -164,7 +182,7 @@ def main() -> int:
     rows = []
     for fmt in args.fmt:
         for shape in (sh for sh in SHAPES if sh[0] in args.shapes):
-            row = bench_shape(*shape, fmt)
+            row = bench_shape(*shape, fmt, args.prefill_block_m)
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:

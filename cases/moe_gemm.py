@@ -17,7 +17,7 @@ one K chunk; ragged [0,7,64,1,100,0,84,0] with zero-token experts; NK-view vs KN
 mxfp8; every other format runs the 3 configurations that stress its layout (K=96, ragged, EP top-k).
 Decode (1 token per expert) runs in mxfp8 (the CUDA-core kernel, its zero-fill folded into its own grid) and
 mxfp4 (the tensor-core ring kernel) with NaN rows, slack rows and empty experts; mxfp4 also runs the prefill
-configurations (the ring kernel in 16-row groups).
+configurations (the prefill tile kernel, its e2m1 weights decoded in registers).
 """
 
 from __future__ import annotations
@@ -75,18 +75,21 @@ PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign"
 DECODE_CONFIGS = (Config("decode_1tok_nan_slack", 16, 72, 256, 1, sizes=(1,) * 16, slack=5, nan_rows=2),)
 DECODE_FORMATS = ("mxfp8", "mxfp4")
 MXFP4_CONFIGS = ("decode_1tok", "n127_k160_slack")
-# Slots of more than 16 rows in bf16/mxfp8/block_fp8 with the NK view take the prefill kernel on CUDA sm_80+
-# (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles; mxfp4: the ring kernel looping over 16-row
-# groups). These reach it with empty experts and
+# Slots of more than 16 rows in bf16/mxfp8/block_fp8/mxfp4 with the NK view take the prefill kernel on CUDA
+# sm_80+ (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles, 128 x 256 with 8 warps for
+# block_m >= 128). These reach it with empty experts and
 # uncovered rows (ragged + slack), a 256-column tile past N (N=300) and a partial stage (K=224: 7 chunks),
-# -1 slots and foreign experts (EP top-k), and NaN rows whose mask must follow the seed.
+# -1 slots and foreign experts (EP top-k), and NaN rows whose mask must follow the seed; the bm128 ones with
+# slots that leave the second row of warps idle or partial (up to 100 and 150 rows).
 PREFILL_CONFIGS = (
     Config("prefill_bm64_ragged", 8, 300, 224, 64, sizes=RAGGED, slack=9),
     Config("prefill_bm64_topk_ep", 8, 136, 256, 64, tokens=96, topk=2, ep_foreign=True),
     Config("prefill_bm64_nan_rows", 4, 264, 128, 64, sizes=(70, 0, 40, 20), slack=5, nan_rows=3),
+    Config("prefill_bm128_ragged", 8, 300, 224, 128, sizes=RAGGED, slack=9),
+    Config("prefill_bm128_nan_rows", 4, 264, 128, 128, sizes=(150, 0, 40, 20), slack=5, nan_rows=3),
 )
 PREFILL_FORMATS = ("bf16", "mxfp8", "block_fp8", "mxfp4")
-# The ring kernel (slots of up to 16 rows; every MXFP4 slot) with its x ring one stage ahead of the weights:
+# The ring kernel (slots of up to 16 rows, MXFP4 included) with its x ring one stage ahead of the weights:
 # uncovered rows (slack, empty experts; bf16 zero-fills in the ring's own grid), NaN rows that must keep their
 # mask, K=288 = two stages of 4 chunks plus a partial one with scale rows of 9 bytes (no 4-byte copies),
 # N=136 past the 128-column tile.

@@ -209,10 +209,11 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
     ],
 )
 def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k):
-    """MXFP4 takes the ring at every block_m (1 and 4: decode; 64 and 128: 16-row groups looped in the ring);
-    the other formats from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the
-    same bound). The tensor-core kernels (block_m 16: the shared-memory ring; 64 and 128: the prefill kernel's 64 x 256
-    tiles, N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
+    """MXFP4 takes the ring up to block_m 16 (1 and 4: decode) and the prefill kernel above; the other formats
+    from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the same bound). The
+    tensor-core kernels (block_m 16: the shared-memory ring; 64: the prefill kernel's 64 x 256 tiles, 128: its
+    128 x 256 tiles of 8 warps, where the 5- and 17-row slots leave the second row of warps idle and 200 rows
+    run a full and a 72-row tile; N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
     four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
     128-column block, an odd chunk count (K=96: 3 chunks, a partial 4-chunk stage, and an MXFP8 scale row of
@@ -250,7 +251,18 @@ def test_gpu_tensor_core_path_propagates_nan_weights(poison, block_m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("fmt", "block_m"), [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16)])
+@pytest.mark.parametrize(
+    ("fmt", "block_m"),
+    [
+        ("mxfp8", 16),
+        ("mxfp8", 64),
+        ("mxfp8", 128),
+        ("mxfp4", 1),
+        ("mxfp4", 16),
+        ("mxfp4", 64),
+        ("mxfp4", 128),
+    ],
+)
 def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     """The ring kernel (block_m 16) forms an MXFP8 scale 2^(e-127) by shifting e into f32's exponent
     field, which is right for e = 1..254 only: e = 255 (NaN) would give inf and e = 0 (2^-127, an f32
@@ -260,7 +272,8 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     column cannot hide behind a large one. block_m 64 runs the prefill kernel: it multiplies the f16 weights
     by the scale only while every scale byte a warp reads for 4 chunks lies in 113..134 (its fast path, which
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
-    its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code."""
+    its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code, and
+    the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
@@ -283,7 +296,10 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("fmt", "block_m"), [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16)])
+@pytest.mark.parametrize(
+    ("fmt", "block_m"),
+    [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16), ("mxfp4", 64), ("mxfp4", 128)],
+)
 def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
     """The fp8 ring path reads x as f16 scaled per row by a power of two (gs_moe_prepare_rows). Rows of
     ~2^100 and ~2^-100 leave f16's range unscaled (inf, 0); a row spanning 2^-20..2^20 keeps its large
@@ -315,6 +331,30 @@ def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
     for row in (0, 1, 2, *range(5, 32)):
         assert quant.max_rel_error(out[row], cpu[row]) <= OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24, row
     assert 2.0**90 < out[0].abs().max() < 2.0**120 and 0 < out[1].abs().max() < 2.0**-80
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [64, 128])
+@pytest.mark.parametrize("scale", [103, 104, 128, 129])
+def test_gpu_prefill_mxfp4_fast_path_is_exact_at_its_bounds(scale, block_m):
+    """The prefill kernel multiplies MXFP4's f16-decoded weights by 2^(e-113) (the decode's 2^14 and the scale
+    in one HMUL2) while every E8M0 byte a warp reads for 4 chunks lies in 104..128: at 104 the smallest e2m1
+    value, 0.5 * 2^-23, is f16's smallest subnormal, and 2^15 (e = 128) is f16's largest power of two. 103 and
+    129 must go to the exact path (f32 partials times gs_e8m0). Either way each column is within one bf16
+    rounding of the CPU twin; a fast path past its bounds would lose the low bits (e = 103) or overflow the
+    multiplier (e = 129). Expert 0's scales are the value under test, expert 1's stay in the fast range."""
+    x, q, bmap = _problem("mxfp4", e=2, n=72, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=13)
+    q.scale[0] = scale
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
+    assert torch.isfinite(out).all() and out[:70].abs().max() > 0
+    bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
+    for col in range(72):
+        assert quant.max_rel_error(out[:70, col], cpu[:70, col]) <= bound, col
+        assert quant.max_rel_error(out[70:, col], cpu[70:, col]) <= bound, col
+    assert torch.equal(out[103:], torch.zeros(2, 72))
 
 
 @pytest.mark.gpu
@@ -377,17 +417,19 @@ def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
         ("mxfp8", 4, 5000),
         ("mxfp4", 4, 300),
         ("mxfp4", 64, 8),
+        ("mxfp4", 128, 300),
         ("mxfp8", 16, 8),
         ("bf16", 16, 8),
         ("mxfp8", 64, 8),
         ("bf16", 64, 8),
         ("block_fp8", 64, 300),
+        ("bf16", 128, 8),
     ],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
     """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4) and the bf16 ring
     (16) with zero-fill blocks in their own grids (64-row ranges, at most 64 blocks: 5000 rows loop), the
-    fp8 / MXFP4 ring (mxfp4 at every block_m, mxfp8 at 16) and the prefill kernel (64) through
+    fp8 / MXFP4 ring (mxfp4 up to block_m 16, mxfp8 at 16) and the prefill kernel (64, 128) through
     gs_moe_prepare_rows, which writes their f16 x; with 300 slack rows nearly all of the output is unwritten
     rows. zero_unwritten=False leaves the poison: what the fill is measured against."""
     x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
