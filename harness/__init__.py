@@ -9,13 +9,14 @@ Extend this surface; never break it (README, "The public contract").
 """
 
 from harness.backends import is_capturing
-from harness.case import REGISTRY, Case, register
+from harness.case import DEVICE_WAITS, REGISTRY, Case, register
 from harness.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
 from harness.protocol import check
 from harness.records import Result, Row
 from harness.verdicts import VERDICTS
 
 __all__ = [
+    "DEVICE_WAITS",
     "REGISTRY",
     "VERDICTS",
     "CaptureError",

@@ -36,6 +36,11 @@ CASE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 InputFactory = Callable[[int, torch.device], Mapping[str, torch.Tensor]]
 
 
+# The `exclusive` name of cases whose device work waits on the host or spins on a flag or the clock (recorded
+# handshakes, spin kernels, torch.cuda._sleep): one such case at a time in a run (Case.exclusive says why).
+DEVICE_WAITS = "device_waits"
+
+
 @dataclass(frozen=True)
 class Case:
     """One graph-safety check. The first six fields are the public contract; the rest are optional extensions.
@@ -76,6 +81,11 @@ class Case:
         One capture of a step, then `steps` replays in a row against an eager copy of the module, comparing
         outputs and every buffer after each step.
     steps: decode steps per replay sequence of a make_module case (0: harness.engine.DEFAULT_STEPS).
+    exclusive: a name shared by cases that must not run at the same time as each other in one isolated run
+        ("" none). For cases whose device work waits on the host or spins on a flag or clock: with several
+        worker processes on one GPU, such waits are time-sliced against each other's contexts (on the H200,
+        eight recorded-handshake cases at once took 12-14 s each, one at a time 0.1-0.7 s). Other cases
+        still run beside them. DEVICE_WAITS is the built-in suite's name for them, for users' cases too.
     """
 
     name: str
@@ -99,6 +109,7 @@ class Case:
     buckets: tuple[int, ...] = ()
     make_module: Callable[[torch.device], torch.nn.Module] | None = None
     steps: int = 0
+    exclusive: str = ""
     _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -151,6 +162,14 @@ class Case:
         ):
             raise CaseError(
                 label, "deadline", f"must be a number of seconds > 0 or None, got {self.deadline!r}"
+            )
+        if not isinstance(self.exclusive, str) or (
+            self.exclusive and not CASE_NAME.fullmatch(self.exclusive)
+        ):
+            raise CaseError(
+                label,
+                "exclusive",
+                f"must be a name of letters, digits and _ . / - or '' (none), got {self.exclusive!r}",
             )
         for field in ("rebuilds", "live_graphs"):
             value = getattr(self, field)

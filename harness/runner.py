@@ -25,7 +25,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -312,7 +312,9 @@ def run_isolated(
                 if validating and to_validate:
                     _assign(worker, to_validate.pop(0), options, validate=True)
                 elif not validating and pending:
-                    _assign(worker, pending.pop(0), options)
+                    chosen = _next_case(pending, workers.values())
+                    if chosen is not None:
+                        _assign(worker, pending.pop(chosen), options)
             events = selector.select(timeout=0.5)
             for key, _ in events:
                 worker = key.data
@@ -359,6 +361,14 @@ def run_isolated(
             _kill(worker)
             _close(worker, selector)
         selector.close()
+
+
+def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | None:
+    """Index of the first pending case whose `exclusive` name no running case holds (None: all wait)."""
+    held = {w.case.exclusive for w in workers if w.case is not None and w.case.exclusive}
+    return next(
+        (i for i, case in enumerate(pending) if not case.exclusive or case.exclusive not in held), None
+    )
 
 
 def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:

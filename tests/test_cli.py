@@ -265,3 +265,55 @@ def test_cases_start_longest_first_from_the_remembered_times(
     assert [c.name for c in longest_first(cases, history)] == ["new1", "new2", "b", "c", "a"]
     (tmp_path / "case_seconds.json").write_text("not json")
     assert case_seconds_history("gpu") == {}
+
+
+EXCLUSIVE_CASES = textwrap.dedent(
+    """
+    import time
+    from harness import Case, register
+
+    def make(seed, device):
+        import torch
+        return {"x": torch.full((4,), float(seed + 1), device=device)}
+
+    def slow(x):
+        time.sleep(0.05)
+        return x * 2
+
+    for i in range(3):
+        register(Case(f"spin{i}", make, slow, exclusive="host_wait"))
+    register(Case("free", make, slow))
+    """
+)
+
+
+def test_cases_sharing_an_exclusive_name_never_overlap_and_others_run_beside_them(tmp_path: Path) -> None:
+    """Three workers, three cases that share `exclusive` and one that does not: the timeline shows the three
+    one after another, and the fourth running during one of them."""
+    case_file = tmp_path / "exclusive_cases.py"
+    case_file.write_text(EXCLUSIVE_CASES)
+    out = tmp_path / "run"
+    proc = harness(
+        "verify", "--backend", "cpu", "--jobs", "3", "--case", str(case_file), "--report-dir", str(out)
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with (out / "times.csv").open() as f:
+        spans = {
+            t["name"]: (float(t["start"]), float(t["start"]) + float(t["seconds"]))
+            for t in csv.DictReader(f)
+            if t["kind"] == "case"
+        }
+    exclusive = sorted(spans[f"spin{i}"] for i in range(3))
+    assert all(a[1] <= b[0] + 0.01 for a, b in zip(exclusive, exclusive[1:], strict=False)), exclusive
+    free = spans["free"]
+    assert any(free[0] < end and start < free[1] for start, end in exclusive), (free, exclusive)
+
+
+def test_exclusive_must_be_a_name() -> None:
+    from harness import Case
+    from harness.errors import CaseError
+
+    with pytest.raises(CaseError, match="exclusive.*got 'two words'"):
+        Case("x", lambda seed, device: {}, lambda: None, exclusive="two words")
+    with pytest.raises(CaseError, match="exclusive"):
+        Case("x", lambda seed, device: {}, lambda: None, exclusive=3)  # type: ignore[arg-type]

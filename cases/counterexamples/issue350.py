@@ -25,7 +25,7 @@ import functools
 
 import torch
 
-from harness import Case, register
+from harness import DEVICE_WAITS, Case, register
 from harness.reproduce import CaseTable, Column, Line, Report
 from kernels import cpu_moe
 
@@ -117,6 +117,7 @@ def _pair(label: str, fmt: str, threshold: float) -> tuple[Case, Case]:
             expect="pass",
             note=f"FreeToken #350 fix, {label}: notify/wait recorded in the graph, enabled by a passing probe; "
             f"threshold {threshold}",
+            exclusive=DEVICE_WAITS,  # its replays wait on the host: one such case at a time (Case.exclusive)
         )
     )
     return unsafe, safe
