@@ -294,7 +294,9 @@ def test_fingerprint_without_case_files() -> None:
     assert fp["case_files"] == "none" and fp["case_packages"] == "none"
 
 
-def test_fingerprint_names_os_and_libc_when_collect_env_gives_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fingerprint_names_os_and_libc_when_collect_env_gives_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """collect_env can fail or pass its deadline on a loaded machine; the platform module still answers."""
     monkeypatch.setitem(fingerprint._ENV_INFO, "info", None)
     fp = fingerprint.collect("cpu", [])
