@@ -121,7 +121,6 @@ def _case(
     rebuilds: int = 0,
     live_graphs: int = 0,
     overlap: bool | None = None,
-    exclusive: str = "",
 ) -> None:
     def op(hidden: torch.Tensor, expert_ids: torch.Tensor, router_weights: torch.Tensor) -> torch.Tensor:
         device_type = hidden.device.type
@@ -152,16 +151,16 @@ def _case(
             note=f"{note}; {threshold}" if note else threshold,
             rebuilds=rebuilds,
             live_graphs=live_graphs,
-            exclusive=exclusive,
+            # On the gpu backend every mode but eager runs the CPU experts while the GPU waits on the host:
+            # several such cases at once on one GPU took 12-15 s each on the H200 where one alone takes
+            # 0.1-0.7 s (reports/measurements/h200-2026-12-01-session5), so they run one at a time.
+            exclusive=DEVICE_WAITS,
         )
     )
 
 
-# The recorded cases' replays wait on the host's flag (explicit batch-memop nodes): several at once on one
-# GPU took 12-14 s each on the H200 where one alone takes 0.1-0.7 s (reports/measurements/
-# h200-2026-12-01-session5), so they run one at a time (Case.exclusive).
 for _fmt in cpu_moe.FORMATS:
-    _case(_fmt, "recorded", note="gpu backend: memop with explicit batch-memop nodes", exclusive=DEVICE_WAITS)
+    _case(_fmt, "recorded", note="gpu backend: memop with explicit batch-memop nodes")
 _case("bf16", "direct", note="gpu backend: hostfn (the CPU layer as one host-function node)")
 _case(
     "bf16",

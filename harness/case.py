@@ -36,8 +36,8 @@ CASE_NAME = re.compile(r"[A-Za-z0-9_./-]+")
 InputFactory = Callable[[int, torch.device], Mapping[str, torch.Tensor]]
 
 
-# The `exclusive` name of cases whose device work waits on the host or spins on a flag or the clock (recorded
-# handshakes, spin kernels, torch.cuda._sleep): one such case at a time in a run (Case.exclusive says why).
+# The `exclusive` name of cases whose device work waits on the host (the built-in suite's CPU-expert
+# handshakes, FreeToken issue #350's): one such case at a time in a run (Case.exclusive says why).
 DEVICE_WAITS = "device_waits"
 
 
@@ -82,10 +82,10 @@ class Case:
         outputs and every buffer after each step.
     steps: decode steps per replay sequence of a make_module case (0: harness.engine.DEFAULT_STEPS).
     exclusive: a name shared by cases that must not run at the same time as each other in one isolated run
-        ("" none). For cases whose device work waits on the host or spins on a flag or clock: with several
-        worker processes on one GPU, such waits are time-sliced against each other's contexts (on the H200,
-        eight recorded-handshake cases at once took 12-14 s each, one at a time 0.1-0.7 s). Other cases
-        still run beside them. DEVICE_WAITS is the built-in suite's name for them, for users' cases too.
+        ("" none). For cases whose device work waits on the host: with several worker processes on one GPU,
+        such cases slow each other down by an order of magnitude (on the H200, eight CPU-expert handshake
+        cases at once took 12-15 s each, one at a time 0.1-0.7 s). Other cases still run beside them, and
+        the group starts as early as its summed time says (runner.longest_first). DEVICE_WAITS is the built-in suite's name for them, for users' cases too.
     """
 
     name: str

@@ -374,8 +374,16 @@ def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | Non
 def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:
     """Cases by the seconds this machine took for them last time, longest first; cases never timed keep their
     order, at the front. A long case started last holds the run's end while the other workers sit idle
-    (on the H200 with 8 workers, a timeout control that lasts its whole deadline, among 195 s of cases)."""
-    return sorted(cases, key=lambda c: -history.get(c.name, math.inf))
+    (on the H200 with 8 workers, a timeout control that lasts its whole deadline, among 195 s of cases).
+    Cases sharing an `exclusive` name run one after another, so the group is placed by its summed seconds
+    (its members together, longest first): 32 short host-waiting cases sorted among the short ones would
+    be left to run one at a time after everything else."""
+    own = {c.name: history.get(c.name, math.inf) for c in cases}
+    group: dict[str, float] = {}
+    for c in cases:
+        if c.exclusive:
+            group[c.exclusive] = group.get(c.exclusive, 0.0) + own[c.name]
+    return sorted(cases, key=lambda c: (-group.get(c.exclusive, own[c.name]), c.exclusive, -own[c.name]))
 
 
 def _case_seconds_path() -> Path:

@@ -263,6 +263,11 @@ def test_cases_start_longest_first_from_the_remembered_times(
     assert history == {"a": 1.0, "b": 20.0, "c": 5.0}
     cases = [Case(n, lambda seed, device: {}, lambda: None) for n in ("a", "new1", "b", "c", "new2")]
     assert [c.name for c in longest_first(cases, history)] == ["new1", "new2", "b", "c", "a"]
+    # A group that runs one case at a time is placed by its summed seconds: g1 + g2 + g3 = 9 s before c (5 s).
+    grouped = [Case(n, lambda seed, device: {}, lambda: None, exclusive="w") for n in ("g1", "g2", "g3")]
+    timed = {**history, "g1": 2.0, "g2": 4.0, "g3": 3.0}
+    order = [c.name for c in longest_first(cases[:1] + cases[2:4] + grouped, timed)]
+    assert order == ["b", "g2", "g3", "g1", "c", "a"]
     (tmp_path / "case_seconds.json").write_text("not json")
     assert case_seconds_history("gpu") == {}
 

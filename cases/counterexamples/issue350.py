@@ -105,6 +105,7 @@ def _pair(label: str, fmt: str, threshold: float) -> tuple[Case, Case]:
             expect="stale_replay",
             note=f"FreeToken #350, {label}: replay skips notify/wait and copies the capture-time result; "
             f"threshold {threshold}, the report's",
+            exclusive=DEVICE_WAITS,  # eager calls and the capture wait on the host's CPU layer
         )
     )
     safe = register(
@@ -117,7 +118,7 @@ def _pair(label: str, fmt: str, threshold: float) -> tuple[Case, Case]:
             expect="pass",
             note=f"FreeToken #350 fix, {label}: notify/wait recorded in the graph, enabled by a passing probe; "
             f"threshold {threshold}",
-            exclusive=DEVICE_WAITS,  # its replays wait on the host: one such case at a time (Case.exclusive)
+            exclusive=DEVICE_WAITS,  # the GPU waits on the host's CPU layer (cases/cpu_moe.py says why)
         )
     )
     return unsafe, safe
