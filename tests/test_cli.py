@@ -6,6 +6,7 @@ Each test runs `python -m harness` in a subprocess, as a user would.
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import subprocess
 import sys
@@ -309,7 +310,7 @@ def test_cases_sharing_an_exclusive_name_never_overlap_and_others_run_beside_the
             if t["kind"] == "case"
         }
     exclusive = sorted(spans[f"spin{i}"] for i in range(3))
-    assert all(a[1] <= b[0] + 0.01 for a, b in zip(exclusive, exclusive[1:], strict=False)), exclusive
+    assert all(a[1] <= b[0] + 0.01 for a, b in itertools.pairwise(exclusive)), exclusive
     free = spans["free"]
     assert any(free[0] < end and start < free[1] for start, end in exclusive), (free, exclusive)
 
@@ -318,7 +319,7 @@ def test_exclusive_must_be_a_name() -> None:
     from harness import Case
     from harness.errors import CaseError
 
-    with pytest.raises(CaseError, match="exclusive.*got 'two words'"):
+    with pytest.raises(CaseError, match=r"exclusive.*got 'two words'"):
         Case("x", lambda seed, device: {}, lambda: None, exclusive="two words")
     with pytest.raises(CaseError, match="exclusive"):
         Case("x", lambda seed, device: {}, lambda: None, exclusive=3)  # type: ignore[arg-type]
