@@ -196,3 +196,20 @@ def test_unit_flags_must_name_a_source(family: pathlib.Path) -> None:
             unit_flags={family / "tiny.bind.cpp": ("-O1",)},
             backend="cpu",
         )
+
+
+def test_a_part_that_includes_the_main_source_takes_its_share(family: pathlib.Path) -> None:
+    """moe_gemm's layout: a part includes the main source and compiles one function of it; the main source,
+    built with native.SPLIT_FLAGS beside its parts, leaves that function out. Without the flag the module
+    would define it twice; with it applied to the part too, nowhere (both fail to link or import)."""
+    (family / "tiny.hip").write_text(
+        "#if !defined(TINY_PART_EXTRA)\nint tiny_main_value() { return 1; }\n"
+        'const char* tiny_backend() { return "host"; }\n#endif\n'
+        "#if defined(TINY_PART_EXTRA) || !defined(GS_SPLIT_UNITS)\nint tiny_extra_value() { return 2; }\n#endif\n"
+    )
+    (family / "tiny.extra.hip").write_text('#define TINY_PART_EXTRA 1\n#include "tiny.hip"\n')
+    assert _values_in_a_fresh_process(family) == 102
+    flagged = {
+        name for name, words in _commands(family.parent / "_build").items() if "-DGS_SPLIT_UNITS" in words
+    }
+    assert flagged == {"tiny.hip"}

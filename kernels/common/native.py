@@ -12,7 +12,9 @@ Translation units (``sources``): a family may split its module, for build speed,
   * ``<stem>.bind.cpp``: the pybind11 layer, host C++ only, in both the CPU and the device module: g++
     compiles it beside the kernels (nvcc's cudafe++ and host pass never see pybind11's headers), at -O1
     (``BIND_FLAGS``), and the CPU twin and the kernels share one set of entry points and argument checks;
-  * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module.
+  * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module; a
+    part may include ``<stem>.hip`` and compile a share of its kernels, which the main source then leaves out
+    (it is compiled with ``SPLIT_FLAGS``; moe_gemm.prefill.hip takes the prefill kernels).
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
 times, before and after: reports/measurements/h200-2026-12-01-session3-builds.
 
@@ -40,6 +42,10 @@ BIND_SUFFIX = ".bind.cpp"
 # 10.2 s at -O2 on the H200 made it the critical unit of both moe_gemm builds), and a 19-argument moe_combine
 # call costs the same 1.4-1.5 us at -O1 and -O2 (min of 7 x 20000 calls, T=0).
 BIND_FLAGS = ("-O1",)
+# The main ``<stem>.hip`` of a family that has parts: a part that includes the main source to share its code
+# (moe_gemm.prefill.hip) compiles some kernels itself, and the main source, seeing this define, leaves them out.
+# Compiled alone (a bench, .ci/compile_hip.sh) the main source holds everything.
+SPLIT_FLAGS = ("-DGS_SPLIT_UNITS",)
 
 
 def gpu_backend() -> str:
@@ -112,11 +118,15 @@ def build(
     family_dir = pathlib.Path(family_dir).resolve()
     paths = sources(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
     flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
+    unit_flags = {p: BIND_FLAGS for p in paths if p.name.endswith(BIND_SUFFIX)}
+    main = family_dir / f"{stem}.hip"
+    if any(p.name.endswith(".hip") and p != main for p in paths):
+        unit_flags[main] = SPLIT_FLAGS  # the main source leaves its parts' code to them
     return native_build.build_extension(
         f"gs_{stem}_{backend}",
         paths,
         [COMMON_DIR, family_dir],
-        unit_flags={p: BIND_FLAGS for p in paths if p.name.endswith(BIND_SUFFIX)},
+        unit_flags=unit_flags,
         backend=backend,
         arch=arch,
         extra_flags=flags,

@@ -249,6 +249,30 @@ bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m);
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
 
 #ifndef GS_BACKEND_HOST
+// Translation units (kernels/common/native.py): the module's build compiles this file with -DGS_SPLIT_UNITS
+// beside two parts that include it: moe_gemm.prefill.hip (GS_MOE_GEMM_PART_PREFILL: the 8 prefill kernel
+// instantiations and their launcher) and moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core
+// kernel's 14 instantiations for 1- and 4-row tiles and theirs); this file keeps its 16-row tiles, the ring,
+// MFMA and row-preparation kernels, the launcher and the entry points. The three compile at the same time: in one unit, nvcc took 34 s on the 2-core box
+// against 27 s for its largest share (moe_gemm's was the suite's longest cold build). Compiled alone
+// (bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
+#if defined(GS_MOE_GEMM_PART_PREFILL)
+#define GS_MOE_MAIN_UNIT 0
+#define GS_MOE_PREFILL_UNIT 1
+#define GS_MOE_CUDA_CORE_UNIT 0
+#elif defined(GS_MOE_GEMM_PART_CUDA_CORE)
+#define GS_MOE_MAIN_UNIT 0
+#define GS_MOE_PREFILL_UNIT 0
+#define GS_MOE_CUDA_CORE_UNIT 1
+#elif defined(GS_SPLIT_UNITS)
+#define GS_MOE_MAIN_UNIT 1
+#define GS_MOE_PREFILL_UNIT 0
+#define GS_MOE_CUDA_CORE_UNIT 0
+#else
+#define GS_MOE_MAIN_UNIT 1
+#define GS_MOE_PREFILL_UNIT 1
+#define GS_MOE_CUDA_CORE_UNIT 1
+#endif
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
 #if defined(GS_BACKEND_CUDA)
@@ -1615,6 +1639,7 @@ inline bool gs_device_has_mfma() {
 //    it converts exactly (f16 subnormals reach 2^-24; bf16 has 8 significant bits); smaller ones round,
 //    by at most 2^-25 of the row's largest. NaN stays NaN, inf stays inf. The f16 x is what lets the fp8
 //    weights reach the tensor core through the hardware e4m3 -> f16 conversion (the ring kernel's note).
+#if GS_MOE_MAIN_UNIT
 __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int zero_unwritten) {
   __shared__ int covered;
   __shared__ unsigned row_exp;
@@ -1666,6 +1691,7 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
     __syncthreads();
   }
 }
+#endif  // GS_MOE_MAIN_UNIT
 
 // The fp8 decode the production launcher uses: the hardware conversion where the toolkit targets sm_89+
 // (it falls back to the portable decode inside gs_decode_chunk_dev elsewhere, including AMD).
@@ -1698,6 +1724,22 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
+#if GS_MOE_CUDA_CORE_UNIT
+// The CUDA-core kernel for decode slots of 1 and of up to 4 rows (14 of its 21 instantiations), in its own
+// translation unit; 16-row tiles (larger slots loop over row groups) are launched by gs_moe_gemm_launch.
+hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
+                                              hipStream_t stream) {
+#define GS_LAUNCH(F)                                \
+  if (block_m <= 1)                                 \
+    gs_launch_cuda_core<F, 1>(a, stream, zero_rows); \
+  else                                              \
+    gs_launch_cuda_core<F, 4>(a, stream, zero_rows);
+  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
+#undef GS_LAUNCH
+  return hipGetLastError();
+}
+#endif  // GS_MOE_CUDA_CORE_UNIT
+
 // Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: a block per kZeroRows rows, up to
 // 64 blocks (more rows loop); 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past
 // 65535 rows.
@@ -1728,6 +1770,7 @@ inline hipError_t gs_smem_opt_in(int smem) {
   return hipSuccess;
 }
 
+#if GS_MOE_PREFILL_UNIT
 // The prefill kernel with MW rows of warps (64 MW rows per CTA), U chunks and S stages per ring.
 template <int FMT, int MW, int U = gs_pf_chunks(FMT), int S = kPfStages>
 inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
@@ -1738,6 +1781,26 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
   hipLaunchKernelGGL((gs_moe_gemm_prefill_kernel<FMT, MW, U, S>), grid, dim3(P::kThreads), P::kSmem, stream, a);
   return hipGetLastError();
 }
+
+// Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
+// block_m >= 128 (GsPf's note). Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
+  constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
+  // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
+  // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
+  // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
+  if (block_m >= 128) {
+    if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
+    if (a.fmt == mx8) return gs_launch_prefill<mx8, 2, 4>(a, stream);
+    if (a.fmt == mx4) return gs_launch_prefill<mx4, 2>(a, stream);
+    return gs_launch_prefill<b8, 2, 4>(a, stream);
+  }
+  if (a.fmt == bf16) return gs_launch_prefill<bf16, 1>(a, stream);
+  if (a.fmt == mx8) return gs_launch_prefill<mx8, 1>(a, stream);
+  if (a.fmt == mx4) return gs_launch_prefill<mx4, 1>(a, stream);
+  return gs_launch_prefill<b8, 1>(a, stream);
+}
+#endif  // GS_MOE_PREFILL_UNIT
 
 // The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
 // zero-fill rows: the whole call in one launch.
@@ -1779,6 +1842,13 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
   return 0;
 #endif
 }
+
+#if GS_MOE_MAIN_UNIT
+#if defined(GS_BACKEND_CUDA)
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream);
+#endif
+hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
+                                              hipStream_t stream);
 
 // `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
@@ -1827,22 +1897,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
       if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4>(a, stream, zr);
       return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
-    // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
-    // block_m >= 128 (GsPf's note).
-    constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
-    // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
-    // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
-    // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
-    if (block_m >= 128) {
-      if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
-      if (a.fmt == mx8) return gs_launch_prefill<mx8, 2, 4>(a, stream);
-      if (a.fmt == mx4) return gs_launch_prefill<mx4, 2>(a, stream);
-      return gs_launch_prefill<b8, 2, 4>(a, stream);
-    }
-    if (a.fmt == bf16) return gs_launch_prefill<bf16, 1>(a, stream);
-    if (a.fmt == mx8) return gs_launch_prefill<mx8, 1>(a, stream);
-    if (a.fmt == mx4) return gs_launch_prefill<mx4, 1>(a, stream);
-    return gs_launch_prefill<b8, 1>(a, stream);
+    return gs_moe_gemm_launch_prefill(a, block_m, stream);  // larger slots (prefill)
   }
 #elif defined(GS_BACKEND_HIP)
   if (mma) {
@@ -1857,14 +1912,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     return hipGetLastError();
   }
 #endif
-  // Rows per register tile: decode slots (1..16 rows) never loop; larger block_m loops over row groups.
-#define GS_LAUNCH(F)                                  \
-  if (block_m <= 1)                                   \
-    gs_launch_cuda_core<F, 1>(a, stream, zero_rows);  \
-  else if (block_m <= 4)                              \
-    gs_launch_cuda_core<F, 4>(a, stream, zero_rows);  \
-  else                                                \
-    gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
+  // The CUDA-core kernel, rows per register tile by block_m: decode slots (1..16 rows) never loop; larger
+  // block_m loops over 16-row groups.
+  if (block_m <= 4) return gs_moe_gemm_launch_cuda_core_small(a, block_m, zero_rows, stream);
+#define GS_LAUNCH(F) gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
   GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
 #undef GS_LAUNCH
   return hipGetLastError();
@@ -1877,4 +1928,5 @@ const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintpt
 }
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m) { return gs_moe_gemm_uses_mma(a, block_m); }
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m) { return gs_moe_workspace_bytes(a, block_m); }
+#endif  // GS_MOE_MAIN_UNIT
 #endif  // !GS_BACKEND_HOST
