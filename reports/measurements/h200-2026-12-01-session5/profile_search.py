@@ -1,7 +1,9 @@
 """cProfile of one searched case's whole search (harness.check on a case with declared sizes) after one
-warm-up search: where a search's checks spend their time, by function.
+warm-up search, or (--first) of the process's first search after one check of a hand-listed case of the same
+op: where a search's checks spend their time, by function.
 
     python3 reports/measurements/h200-2026-12-01-session5/profile_search.py NAME [--backend gpu] [--top 60]
+        [--first WARM_CASE]
 """
 
 import argparse
@@ -23,12 +25,17 @@ parser = argparse.ArgumentParser()
 parser.add_argument("name")
 parser.add_argument("--backend", default="auto")
 parser.add_argument("--top", type=int, default=60)
+parser.add_argument("--first", default="", help="profile the first search, after one check of this case")
 args = parser.parse_args()
 os.environ.setdefault("GRAPHSAFE_SEARCH_DB", "/tmp/gs-search-profile")
 load_default_suites()
 case = REGISTRY.get(args.name)
 be = get_backend(args.backend)
-for label in ("warm-up", "timed"):
+if args.first:
+    start = time.perf_counter()
+    check(REGISTRY.get(args.first), be)  # the op's library, the device and the protocol warmed up
+    print(f"{args.first}: {time.perf_counter() - start:.3f} s")
+for label in () if args.first else ("warm-up", "timed"):
     start = time.perf_counter()
     result = check(case, be)
     print(f"{label}: {time.perf_counter() - start:.3f} s, {result.verdict}: {result.detail[:200]}")
