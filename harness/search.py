@@ -8,10 +8,16 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
 `search`:
 
   0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
-  1. a sweep: every value of each range dimension in ascending order with the other dimensions at their
-     simplest values, round-robin over the dimensions, for at most half the time budget. Edges such as
-     T % 64 == 33 sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples
-     over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40;
+  1. a sweep, for at most half the time budget: the corners (each range dimension at its smallest or largest
+     value), then every value of each range dimension with the other dimensions at their simplest values,
+     round-robin over the dimensions, each dimension's values in `edges_first` order (small values
+     interleaved with the multiples of 256, 128, ..., 8 and their neighbours). Edges such as T % 64 == 33
+     sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples over T in
+     1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40. With a fake
+     check, 10 seeds each, the default budget found T % 128 == 97 (T in 1..256, H beside it), H == 129 and
+     H % 8 == 7 above 256 (moe_combine's T, K, H) and H == 32 with E == 16 (both maxima) 10 times in 10,
+     where an ascending sweep without corners found them 1, 1, 0 and 0 times; a pair of edges inside two
+     ranges (T % 32 == 1 with H % 8 == 3) stays a miss for both (0 in 10);
   2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
      dimensions, strategy dimensions) and, at the first failure, shrinks it;
   3. a failure from any phase is minimised dimension by dimension over the ranges (the smallest value of
@@ -35,11 +41,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import json
 import os
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -64,14 +71,15 @@ class Budget:
     """How much one case's search may spend; see the module note."""
 
     examples: int  # Hypothesis-generated sizes
-    sweep: int  # checks of the ascending sweep over range dimensions
+    sweep: int  # checks of the sweep over range dimensions (corners, then edges_first order)
     seconds: float  # wall time for generation and sweep
     shrink_checks: int  # checks spent shrinking and minimising a failure
 
 
 # default: a small op checks in about 10 ms on the H200 and 5-20 ms on the CPU backend (more for the MoE
 # kernels), and a built-in suite with eight searched cases must stay near its time target: 150 sweep checks
-# (T in 1..256 reaches T=33 after 65 round-robin checks) and 50 Hypothesis examples, at most 10 s a case.
+# (T % 64 == 33 comes at the 59th with T in 1..256 and H beside it, the 71st with K too; T % 128 == 97 at
+# the 83rd) and 50 Hypothesis examples, at most 10 s a case.
 # nightly explores forty times more.
 PROFILES: dict[str, Budget] = {
     "default": Budget(examples=50, sweep=150, seconds=10.0, shrink_checks=300),
@@ -310,22 +318,75 @@ def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
     return dict(find(strategy(sizes_space), lambda _: True, settings=config, random=random.Random(seed)))
 
 
-def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
-    assert s.case.sizes is not None
-    columns = [[(name, v) for v in space] for name, space in s.case.sizes.items() if isinstance(space, range)]
-    done = 0
+def edges_first(space: range) -> list[int]:
+    """Every value of a range dimension once, in the sweep's order: the smallest values ascending, interleaved
+    with the edges where kernels change path: the range's ends, then each multiple of a power of two from the
+    largest down to 8, with its neighbours (m * 2^j - 1, m * 2^j, m * 2^j + 1; 256, 255, 257, then 128, ...,
+    64, 192, ...). Ascending alone reaches T = 97 in 1..256 after 97 values of T, past the default budget with
+    three dimensions; the block edges that the seeds' bugs sat on come within its first 50 values here."""
+    values = list(space)
+    if space.step != 1 or len(values) <= 2:
+        return values
+    lo, hi = space.start, space.stop - 1
+    edges = [hi, hi - 1]
+    block = 1 << (hi - lo).bit_length()
+    while block >= 8:
+        first = -(-max(lo, 1) // block) * block  # the first multiple of block at or above lo (and above 0)
+        for m in range(first, hi + 2, block):
+            edges += [m, m - 1, m + 1]
+        block //= 2
+    ordered: list[int] = []
+    seen: set[int] = set()
+    rising, jumps = iter(values), iter(edges)
+    for source in itertools.cycle((rising, jumps)):
+        value = next((v for v in source if v not in seen and lo <= v <= hi), None)
+        if value is None and len(seen) == len(values):
+            break
+        if value is not None:
+            ordered.append(value)
+            seen.add(value)
+    return ordered
+
+
+# Corners (every range dimension at its smallest or largest value) are checked first up to this many range
+# dimensions (2^4 = 16 checks); with more, only all-smallest and all-largest. Edges that need two dimensions at
+# once (H == 32 and E == 16 at the top of both ranges) are missed by a one-dimension-at-a-time sweep, and
+# Hypothesis's random draws hit such a pair once in hundreds.
+MAX_CORNER_DIMS = 4
+
+
+def _sweep_points(sizes: Mapping[str, Any], base: dict[str, int]) -> Iterator[dict[str, int]]:
+    """The sweep's points in order: the corners, then each range dimension's values in edges_first order
+    round-robin over the dimensions, the others at `base`."""
+    ranges = {name: space for name, space in sizes.items() if isinstance(space, range) and len(space)}
+    names = list(ranges)
+    if len(names) <= MAX_CORNER_DIMS:
+        picks = sorted(itertools.product((0, 1), repeat=len(names)), key=lambda p: (sum(p), p))
+    else:
+        picks = [(0,) * len(names), (1,) * len(names)]
+    for pick in picks:
+        yield {
+            **base,
+            **{n: ranges[n][-1] if top else ranges[n][0] for n, top in zip(names, pick, strict=True)},
+        }
+    columns = [[(name, v) for v in edges_first(space)] for name, space in ranges.items()]
     for depth in range(max((len(c) for c in columns), default=0)):
         for column in columns:
-            if depth >= len(column):
-                continue
-            if done >= s.budget.sweep or s.out_of_time(SWEEP_TIME_SHARE):
-                return None
-            name, value = column[depth]
-            point = {**base, name: value}
-            if tuple(point.items()) not in s.results:
-                done += 1
-            if s.fails(point):
-                return point
+            if depth < len(column):
+                name, value = column[depth]
+                yield {**base, name: value}
+
+
+def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
+    assert s.case.sizes is not None
+    done = 0
+    for point in _sweep_points(s.case.sizes, base):
+        if done >= s.budget.sweep or s.out_of_time(SWEEP_TIME_SHARE):
+            return None
+        if tuple(point.items()) not in s.results:
+            done += 1
+        if s.fails(point):
+            return point
     return None
 
 

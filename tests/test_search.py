@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -209,3 +210,64 @@ def test_summary_repro_command_names_the_smallest_failing_sizes() -> None:
     assert searched_sizes(["sizes T=1,H=1; 3 sizes checked (T in 1..256): every verdict pass"]) == ""
     command = repro_command("shape_search.block_tail.buggy", "0", "cpu", (), "T=33,H=1")
     assert "repro shape_search.block_tail.buggy --sizes T=33,H=1 --seed 0 --backend cpu" in command
+
+
+def test_edges_first_is_every_value_once_with_block_edges_early() -> None:
+    for space in (range(1, 257), range(0, 97), range(1, 265), range(1, 9), range(5, 6), range(0, 100, 4)):
+        assert sorted(S.edges_first(space)) == list(space)
+    first = S.edges_first(range(1, 257))[:50]
+    assert {1, 2, 3, 256, 255, 128, 127, 129, 64, 63, 65, 32, 33, 96, 97} <= set(first)
+    assert S.edges_first(range(1, 265))[:4] == [1, 264, 2, 263]  # the range's ends first
+
+
+def _fake_search(sizes: dict[str, range], fails: Callable[[dict[str, int]], bool], seed: int = 0) -> Result:
+    """The default counts' search over `sizes` with a check that fails exactly where `fails` says."""
+
+    def make(seed: int, device: torch.device, **sizes: int) -> dict[str, torch.Tensor]:
+        return {}
+
+    case = Case("edge_bug", make, lambda: None, sizes=sizes)
+
+    def run_check(bound: Case) -> Result:
+        at = bound.make_inputs.keywords  # type: ignore[attr-defined]
+        return Result(bound.name, "pass", "uninitialized" if fails(at) else "pass", "cpu")
+
+    return S.search(case, CPU, run_check, seed=seed, budget=DEFAULT_COUNTS)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "fails", "smallest"),
+    [
+        # a tail of 97 rows past a 128-row block: T = 97 is past 50 ascending values of T with K, H beside it
+        (
+            {"T": range(1, 257), "K": range(1, 9), "H": range(1, 129)},
+            lambda s: s["T"] % 128 == 97,
+            "T=97,K=1,H=1",
+        ),
+        # one past a 128-wide block, and the 8-wide tail past 256, of moe_combine's searched H
+        ({"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)}, lambda s: s["H"] == 129, "T=0,K=1,H=129"),
+        (
+            {"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)},
+            lambda s: s["H"] > 256 and s["H"] % 8 == 7,
+            "T=0,K=1,H=263",
+        ),
+        # two dimensions at their largest at once: a corner
+        (
+            {"T": range(1, 65), "E": range(1, 17), "H": range(1, 33)},
+            lambda s: s["H"] == 32 and s["E"] == 16,
+            "T=1,E=16,H=32",
+        ),
+    ],
+)
+def test_block_edges_and_corners_are_found_within_the_default_counts(
+    sizes: dict[str, range], fails: Callable[[dict[str, int]], bool], smallest: str
+) -> None:
+    for seed in range(3):
+        result = _fake_search(sizes, fails, seed)
+        assert result.verdict == "uninitialized", (seed, result.detail)
+        assert f"smallest failing sizes {smallest} " in result.detail
+
+
+def test_a_space_with_no_bug_passes_every_sweep_point() -> None:
+    result = _fake_search({"T": range(1, 257), "H": range(1, 129)}, lambda s: False)
+    assert result.verdict == "pass" and "every verdict pass" in result.detail
