@@ -253,8 +253,9 @@ int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
 // beside two parts that include it: moe_gemm.prefill.hip (GS_MOE_GEMM_PART_PREFILL: the 8 prefill kernel
 // instantiations and their launcher) and moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core
 // kernel's 14 instantiations for 1- and 4-row tiles and theirs); this file keeps its 16-row tiles, the ring,
-// MFMA and row-preparation kernels, the launcher and the entry points. The three compile at the same time: in one unit, nvcc took 34 s on the 2-core box
-// against 27 s for its largest share (moe_gemm's was the suite's longest cold build). Compiled alone
+// MFMA and row-preparation kernels, the launcher and the entry points. The three compile at the same time:
+// nvcc sm_90 takes 34 s for the whole file on the 2-core box, 13.0 / 14.3 / 11.5 s for the three shares, and
+// 7.9 s for the family on the H200 (reports/measurements/h200-2026-12-01-session5). Compiled alone
 // (bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART_PREFILL)
 #define GS_MOE_MAIN_UNIT 0
@@ -1129,7 +1130,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 //    epilogue.
 //  * MXFP4 weights: one 32-bit word (8 e2m1 nibbles) per column, chunk and lane, decoded to f16x2 in
 //    registers (gs_e2m1x8_to_f16x2_mul: x in its pair order, as in the ring kernel); every weight is read
-//    from memory once per 64 MW rows (the ring kernel, which MXFP4 prefill used before, re-read them per 16).
+//    from memory once per 64 MW rows (the ring kernel re-reads them per 16: 40.9 ms at the prefill shape below).
 //  * MX fast path: when every E8M0 byte a warp needs for a group of 4 chunks lies in 113..134 (MXFP8; 2^-14 ..
 //    2^7; quantize_weight gives about 2^-7 for N(0,1) weights) or 104..128 (MXFP4), the scale multiplies the
 //    f16 weights (HMUL2) and the chunk accumulates in the tensor core directly. MXFP8: e4m3 magnitudes
@@ -1144,10 +1145,10 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 // zero-fill) and m16 tiles wholly past it are skipped (a warp whose 64 rows all lie past it only copies).
 // Measured (H200, DeepSeek-like 32 x 4096 x 7168, 128 tokens per expert, bench/moe_gemm.py; reports/measurements/
 // h200-2026-12-01-session5-kernels run2): block_m 128 (MW = 2) mxfp8 1.06 ms, bf16 1.12, block_fp8 1.42, mxfp4
-// 1.14 (40.9 ms in the ring's 16-row groups before); block_m 64 (MW = 1) 1.36 / 1.25 / 1.61 / 1.31; against
+// 1.14; block_m 64 (MW = 1) 1.36 / 1.25 / 1.61 / 1.31; against
 // 0.53 ms for torch._grouped_mm on bf16: 170-230 TFLOP/s, still under half of it. The per-m16-tile branches
-// between the MMAs (now only in a slot's last, partial tile: kFull) had cost 40-70% (mxfp8 1.83 -> 1.06 ms,
-// run1 -> run2). block_fp8 always takes the exact path (an f32 partial per chunk).
+// between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms, run1 and run2 there), so only a slot's
+// last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32 partial per chunk).
 constexpr int kPfWarpsN = 4;                       // warps side by side along N
 constexpr int kPfMT = 4;                           // m16 tiles per warp: 64 rows
 constexpr int kPfNT = 8;                           // n8 tiles per warp: 64 columns
