@@ -20,6 +20,7 @@ import pytest
 from harness.cli import main
 from harness.reports import fingerprint
 from harness.reports.merge import MergeError, merge_runs, parse_shard, shard_index
+from harness.reports.render import write_reports
 from harness.reports.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
@@ -177,6 +178,9 @@ def test_merge_refuses_missing_or_repeated_shards(tmp_path: Path) -> None:
         merge_runs([a, b], tmp_path / "out")
     merged = merge_runs([a, b], tmp_path / "out", allow_missing_shards=True)
     assert merged.notes == ["shards 2/3 are missing: their cases are not in this report"]
+    write_reports(merged.out, merged.fingerprint, notes=merged.notes)
+    for name in ("summary.md", "report.html"):  # every report says so, the page too
+        assert "shards 2/3 are missing" in (merged.out / name).read_text(), name
     c = _fake_run(tmp_path / "c", ["z"], shard="1/3")
     with pytest.raises(MergeError, match="shard 1/3 is in both"):
         merge_runs([a, c], tmp_path / "out2")
@@ -206,7 +210,6 @@ def test_nightly_takes_a_baseline_path(tmp_path: Path) -> None:
 def test_a_shard_that_stopped_early_makes_the_merge_incomplete(tmp_path: Path) -> None:
     """The shard's INCOMPLETE status line (ResultsWriter.close on SIGTERM) carries into the merged run."""
     from harness.records import Result, Row
-    from harness.reports.render import write_reports
     from harness.reports.results import ResultsWriter
 
     def result(name: str) -> Result:

@@ -500,10 +500,17 @@ def render_html(results: pd.DataFrame, fingerprint: dict[str, str], model: RunMo
     )
 
 
-def write_html(run_dir: Path) -> Path:
-    """Write DIR/report.html from DIR/results.csv and DIR/fingerprint.json (if present); return its path."""
+def write_html(
+    run_dir: Path,
+    results: pd.DataFrame | None = None,
+    fingerprint: dict[str, str] | None = None,
+    model: RunModel | None = None,
+) -> Path:
+    """Write DIR/report.html and return its path: from DIR/results.csv and DIR/fingerprint.json (if present),
+    or from the rows, fingerprint and run_model a caller already holds (harness.reports.render)."""
     run_dir = Path(run_dir)
-    page = render_html(read_results(run_dir), fingerprint_mod.read(run_dir))
+    rows = read_results(run_dir) if results is None else results
+    page = render_html(rows, fingerprint_mod.read(run_dir) if fingerprint is None else fingerprint, model)
     path = run_dir / "report.html"
     path.write_text(page, encoding="utf-8")
     return path

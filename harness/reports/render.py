@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.reports.html import render_html
+from harness.reports.html import write_html
 from harness.reports.junit import write_junit
 from harness.reports.markdown import render_summary
 from harness.reports.results import NOTES_KEY, STATUS_KEY, read_results
@@ -38,7 +38,7 @@ def write_reports(
     write_junit(run_dir / "junit.xml", rows, status=status, fingerprint=fingerprint, model=model)
     summary = render_summary(rows, fingerprint, model)
     (run_dir / "summary.md").write_text(summary, encoding="utf-8")
-    (run_dir / "report.html").write_text(render_html(rows, fingerprint, model), encoding="utf-8")
+    write_html(run_dir, rows, fingerprint, model)
     write_step_summary(summary, run_dir)
 
 
