@@ -127,10 +127,11 @@ def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 def case_summaries(results: pd.DataFrame) -> list[CaseSummary]:
     """One summary per case: failures first, then by family and case name."""
-    return _ordered([summarize_columns(col) for col in columns_by_case(results).values()])
+    return _summaries(columns_by_case(results))
 
 
-def _ordered(summaries: list[CaseSummary]) -> list[CaseSummary]:
+def _summaries(columns: dict[str, dict[str, list[Any]]]) -> list[CaseSummary]:
+    summaries = [summarize_columns(col) for col in columns.values()]
     return sorted(summaries, key=lambda s: (not s.failed, s.family, s.case))
 
 
@@ -332,7 +333,7 @@ def run_model(results: pd.DataFrame, fingerprint: dict[str, str]) -> RunModel:
     rows = normalize(results)
     groups = rows_by_case(rows)
     columns = columns_by_case(rows)
-    summaries = _ordered([summarize_columns(col) for col in columns.values()])
+    summaries = _summaries(columns)
     sources = case_sources(fingerprint)
     failures = [failure_section(s, groups[s.case], sources) for s in summaries if s.failed]
     return RunModel(rows, groups, columns, summaries, fingerprint, failures)
