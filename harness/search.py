@@ -335,16 +335,16 @@ def edges_first(space: range) -> list[int]:
         for m in range(first, hi + 2, block):
             edges += [m, m - 1, m + 1]
         block //= 2
+    # Alternately the next small value and the next edge not taken yet.
     ordered: list[int] = []
     seen: set[int] = set()
-    rising, jumps = iter(values), iter(edges)
-    for source in itertools.cycle((rising, jumps)):
-        value = next((v for v in source if v not in seen and lo <= v <= hi), None)
-        if value is None and len(seen) == len(values):
-            break
-        if value is not None:
-            ordered.append(value)
-            seen.add(value)
+    queues = (iter(values), iter(e for e in edges if lo <= e <= hi))
+    while len(ordered) < len(values):
+        for queue in queues:
+            value = next((v for v in queue if v not in seen), None)
+            if value is not None:
+                ordered.append(value)
+                seen.add(value)
     return ordered
 
 
