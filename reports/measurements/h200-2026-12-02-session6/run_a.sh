@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # H200 call A (session 6): where a check's time goes alone and with 8 processes at once (contention.py, base
 # and fewer_syncs), a searched case beside 7 busy processes, cProfile of 200 checks alone, throughput once.
-# bash reports/measurements/h200-2026-12-02-session6/run_a.sh   (carry: .whl; .whl/head.tar = git archive HEAD)
+# bash reports/measurements/h200-2026-12-02-session6/run_a.sh   (carry: .whl; .whl/lead.tar = git archive HEAD)
 set -u
-rm -rf /tmp/head && mkdir -p /tmp/head && tar xf .whl/head.tar -C /tmp/head
+rm -rf /tmp/head && mkdir -p /tmp/head && tar xf .whl/lead.tar -C /tmp/head
 export PYTHONUNBUFFERED=1 GRAPHSAFE_CACHE_DIR=/tmp/gs-cache-a PYTHONPATH=/tmp/head GRAPHSAFE_SEARCH_DB=/tmp/gs-search-a
-sha256sum .whl/head.tar > "$OUT/a_tree.txt"
+sha256sum .whl/lead.tar > "$OUT/a_tree.txt"
 cd /tmp/head
 C=reports/measurements/h200-2026-12-02-session6/contention.py
 SECONDS=0
