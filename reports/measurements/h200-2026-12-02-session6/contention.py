@@ -29,7 +29,10 @@ TIMED = {}  # label -> [seconds, calls]
 
 
 def timed(owner, name, label):
-    original = getattr(owner, name)
+    import inspect
+
+    static = inspect.getattr_static(owner, name)
+    original = getattr(owner, name)  # bound already for a classmethod
 
     def wrapper(*args, **kwargs):
         start = time.perf_counter()
@@ -40,7 +43,10 @@ def timed(owner, name, label):
             slot[0] += time.perf_counter() - start
             slot[1] += 1
 
-    setattr(owner, name, wrapper)
+    if isinstance(static, classmethod):
+        setattr(owner, name, staticmethod(wrapper))  # `original` is bound to the class
+    else:
+        setattr(owner, name, wrapper)
 
 
 def patch_fewer_syncs():
