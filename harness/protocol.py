@@ -340,7 +340,7 @@ def _check_pattern(
             r.limits = getattr(graph, "limits", "")  # what this backend's capture could not check
             rows.append(r)
     finally:
-        graph.release()
+        graph.release(reclaim_now=False)  # the scope's end frees it, with the eager pool, after one wait
 
     # 7. Optional stress; each phase captures and releases graphs of its own.
     if rebuilds:
@@ -385,7 +385,8 @@ def _replay(
     case: Case | None = None,
 ) -> float:
     """Steps 4-5: poison the outputs, copy B into the static inputs in place, run the case's `prepare` hook
-    on them, replay from the generator state `rng`, synchronize (ms)."""
+    on them, replay from the generator state `rng`, synchronize; returns the replay's own time in ms (device
+    time between two marks, so the copies queued before it are not counted and need no wait of their own)."""
     # 4. Poison the outputs: only what this replay writes may survive.
     poison_outputs(graph.outputs)
     # 5. Copy B into the static inputs in place, replay, synchronize.
@@ -394,12 +395,14 @@ def _replay(
             static[name].copy_(t)
     if case is not None:
         prepare_inputs(case, static)
-    be.synchronize()
     be.set_rng_state(rng)
-    start = time.perf_counter()
+    start = be.mark()
     graph.replay()
+    end = be.mark()
+    # The replay must be complete before anything else runs on the host: an op's host code (a CPU expert,
+    # a pinned-memory handshake like FreeToken issue #350's) would otherwise meet the replay still running.
     be.synchronize()
-    return (time.perf_counter() - start) * 1e3
+    return be.elapsed_ms(start, end)
 
 
 def _fresh_eager(
@@ -445,12 +448,16 @@ def _compare_replay(
     graph_out = [o.clone() for o in graph.outputs]
     eager_inputs = _clone_all(inputs_b)
     be.set_rng_state(rng)
-    start = time.perf_counter()
+    # Eager is timed between two marks and not waited for here: the comparisons' batch below is queued
+    # after it on the same stream and its one wait covers both (a fault in eager surfaces there, as a
+    # device fault). One wait fewer per replay: on an H200 shared by 8 worker processes each wait costs
+    # about 1 ms (reports/measurements/h200-2026-12-02-session6, contention.py).
+    start = be.mark()
     try:
         prepare_inputs(case, eager_inputs)
         with torch.no_grad():
             eager_out = list(flatten_tensors(_call_op(case, eager_inputs)))
-        be.synchronize()
+        end = be.mark()
     except DEVICE_FAULTS:
         raise
     except OutputTypeError as exc:
@@ -462,7 +469,6 @@ def _compare_replay(
             seed_b,
             detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
         )
-    eager_ms = (time.perf_counter() - start) * 1e3
     reference = None
     if case.reference is not None:
         try:
@@ -476,7 +482,7 @@ def _compare_replay(
     # comparisons' batch.
     seen = ((static, inputs_b), (eager_inputs, inputs_b))
     r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen)
-    r.replay_ms, r.eager_ms = replay_ms, eager_ms
+    r.replay_ms, r.eager_ms = replay_ms, be.elapsed_ms(start, end)
     return r
 
 

@@ -416,15 +416,13 @@ class _NativeBatch:
                         first,
                     )
                     if code:
-                        raise RuntimeError(
-                            f"graphsafe_scan_batch_launch failed with GPU runtime error {code}"
-                        )
+                        _raise_runtime_error("graphsafe_scan_batch_launch", code)
                     launched += jobs
             finally:
                 # Always wait for what was launched: a slot still in flight must not be handed out again.
                 code = lib.graphsafe_scan_collect(stream, launched, words)
             if code:
-                raise RuntimeError(f"graphsafe_scan_collect failed with GPU runtime error {code}")
+                _raise_runtime_error("graphsafe_scan_collect", code)
         records: list[Any] = []
         for slot, (what, _, _, _) in enumerate(queued):
             w = words[4 * slot : 4 * slot + 4]
@@ -435,6 +433,14 @@ class _NativeBatch:
             else:
                 records.append(bool(w[0]))
         return records
+
+
+def _raise_runtime_error(call: str, code: int) -> None:
+    """A failed launch or wait: a sticky device fault (an illegal address in the op, whose eager call the
+    protocol no longer waits for on its own) is raised as torch raises it (AcceleratorError), so that the
+    protocol names it a device fault; anything else as a RuntimeError with the runtime's code."""
+    torch.cuda.synchronize()
+    raise RuntimeError(f"{call} failed with GPU runtime error {code}")
 
 
 def _run_host(what: str, lib: Any, args: tuple[Any, ...]) -> Any:

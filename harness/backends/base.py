@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import abc
 import contextlib
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -58,8 +59,9 @@ class CapturedGraph(abc.ABC):
         """
         return None
 
-    def release(self) -> None:  # noqa: B027 - optional hook, nothing to free by default
-        """Free the graph and its private memory pool."""
+    def release(self, *, reclaim_now: bool = True) -> None:  # noqa: B027 - optional hook, nothing to free by default
+        """Free the graph and its private memory pool. `reclaim_now=False`: the memory may wait for the end of
+        the poisoned scope, which frees it anyway (a GPU then synchronizes once for both)."""
 
 
 class GraphBackend(abc.ABC):
@@ -94,6 +96,15 @@ class GraphBackend(abc.ABC):
 
     def synchronize(self) -> None:  # noqa: B027 - CPU work is synchronous
         """Wait for all queued work on the device."""
+
+    def mark(self) -> Any:
+        """A point in the device's timeline, taken without waiting: the wall clock where work is synchronous,
+        an event recorded on the current stream on GPUs. `elapsed_ms(start, end)` reads the time between two."""
+        return time.perf_counter()
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        """Milliseconds between two marks of this backend (waits for `end` to be reached on GPUs)."""
+        return (end - start) * 1e3
 
     def memory_in_use(self) -> int:
         """Bytes of device memory held by the process (for rebuild growth); 0 where not measurable."""

@@ -536,7 +536,7 @@ class CpuGraph(CapturedGraph):
             kinds[str(node.func)] = kinds.get(str(node.func), 0) + 1
         return kinds
 
-    def release(self) -> None:
+    def release(self, *, reclaim_now: bool = True) -> None:
         self.nodes = []
 
 

@@ -144,8 +144,10 @@ class _Lifetime:
     def pending(self) -> bool:
         return bool(self.retired or self.graphs)
 
-    def drain(self) -> None:
-        """Destroy released graphs and pools, if this is a safe point (module note on pool lifetime)."""
+    def drain(self, *, synchronized: bool = False) -> None:
+        """Destroy released graphs and pools, if this is a safe point (module note on pool lifetime).
+        `synchronized`: the caller has just synchronized the device without an error, and launched nothing
+        since: the wait below would find nothing new."""
         with self.lock:
             if self.open or self.frees_forbidden or not self.pending():
                 return
@@ -154,7 +156,8 @@ class _Lifetime:
                     return
                 # ~MemPool's emptyCache synchronizes the pool's events with C10_CUDA_CHECK inside a destructor:
                 # a sticky device error found there would terminate the process. Find it here instead.
-                torch.cuda.synchronize()
+                if not synchronized:
+                    torch.cuda.synchronize()
             except BaseException as exc:
                 self.forbid_frees(f"device unusable before freeing pools: {type(exc).__name__}: {exc}")
                 return
@@ -321,7 +324,7 @@ class GpuCapturedGraph(CapturedGraph):
             self._kinds = graph_node_kinds(self._graph.raw_cuda_graph())
         return self._kinds
 
-    def release(self) -> None:
+    def release(self, *, reclaim_now: bool = True) -> None:
         graph, pool = self._graph, self._pool
         if graph is None and pool is None:
             return
@@ -329,7 +332,8 @@ class GpuCapturedGraph(CapturedGraph):
         self.outputs = ()
         _LIFE.retire(graph, pool)
         del graph, pool  # _LIFE holds the only references now
-        self._owner._reclaim()
+        if reclaim_now:
+            self._owner._reclaim()
 
     def __del__(self) -> None:
         # Never destroy here: GC can run mid-capture or inside a pool context (module note on pool lifetime).
@@ -359,6 +363,7 @@ class GpuBackend(GraphBackend):
         self._eager_ctx: Any = None
         self._eager_open: Any = None  # the _LIFE.opened() context counting the eager pool context
         self._shared: tuple[Any, Any] | None = None  # (pool, pool id) inside shared_pool(), else None
+        self._spare_events: list[Any] = []  # timing events whose times were read (`mark`, `elapsed_ms`)
 
     # ------------------------------------------------------------------------------------- poisoning
     @contextlib.contextmanager
@@ -408,7 +413,8 @@ class GpuBackend(GraphBackend):
         _LIFE.retire(None, pool)
         del pool
         try:
-            _LIFE.drain()
+            # The synchronize above covered this device; pools of another device would need their own wait.
+            _LIFE.drain(synchronized=fault is None and torch._C._cuda_getDevice() == self.device.index)
         except BaseException as exc:
             _LIFE.forbid_frees(f"draining pools failed: {type(exc).__name__}: {exc}")
             fault = fault or exc
@@ -587,6 +593,19 @@ class GpuBackend(GraphBackend):
             torch._C._cuda_synchronize()
         else:
             torch.cuda.synchronize(self.device)
+
+    def mark(self) -> Any:
+        """A timing event recorded on the current stream: no wait, so a replay and the eager call after it are
+        timed on the device without a synchronization of their own each. Events are reused once read."""
+        event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def elapsed_ms(self, start: Any, end: Any) -> float:
+        end.synchronize()  # returns at once when a later wait (the comparisons' batch) already covered it
+        ms = float(start.elapsed_time(end))
+        self._spare_events += (start, end)
+        return ms
 
     def memory_in_use(self) -> int:
         """torch's reserved bytes on this device. They include the poisoning pools' segments (torch counts a
