@@ -179,21 +179,27 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
         gs_moe_gemm_kernel<GS_FMT_MXFP4, 16, 1><<<grid, kThreads>>>(a);
       });
     }
-#define RING4(NT, ST, MINB, UC)                                                                          \
-  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC, [&] {                   \
+#define RING4(NT, ST, MINB, UC, XS)                                                                      \
+  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC "_xs" #XS, [&] {         \
     constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST, kMmaWarps, UC>();                      \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC>,      \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC, XS>,  \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
     gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);                                                          \
     dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
-    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC><<<grid, kMmaWarps * 32, smem>>>(a); \
+    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC, XS><<<grid, kMmaWarps * 32, smem>>>(a); \
   })
     run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(s.tpe), 1, 0)); });  // what the op runs
-    RING4(4, 2, 4, 4);  // the launcher's choice (kRingNtMxfp4, kRingStagesMxfp4, gs_ring_chunks)
-    RING4(4, 3, 4, 4);
-    RING4(2, 2, 4, 8);  // 8 chunks (128 bytes per column) per stage
-    RING4(4, 2, 3, 8);
-    RING4(2, 3, 3, 8);
+    // XS: 0 the unswapped ring, 1 weights as the MMA's A operand, 2 that and the e2m1 decode's 2^14 in the f32
+    // scale (kRingXsMxfp4 picks the launcher's).
+    RING4(4, 2, 4, 4, 0);
+    RING4(4, 2, 4, 4, 1);
+    RING4(4, 2, 4, 4, 2);
+    RING4(4, 3, 4, 4, 2);
+    RING4(4, 4, 4, 4, 2);
+    RING4(4, 2, 4, 8, 2);  // 8 chunks (128 bytes per column) per stage
+    RING4(4, 3, 3, 8, 2);
+    RING4(2, 2, 4, 4, 2);
+    RING4(4, 2, 3, 4, 2);
 #undef RING4
     CK(cudaGetLastError());
     for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
@@ -455,6 +461,16 @@ int main() {
         dim3 grid((s.N + 127) / 128, a.S);
         gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4><<<grid, 128, smem>>>(a);
       }, false);
+      // The same with the ring's operands swapped (XS 1: weights as the MMA's A operand, one MMA per 8 weights
+      // and x rows 0..7 as its B operand).
+      run("prepare_rows_then_ring_NT4_S2_minblocks4_xs1", [&] {
+        constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
+        CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4, kMmaWarps, 4, 1>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);
+        dim3 grid((s.N + 127) / 128, a.S);
+        gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4, kMmaWarps, 4, 1><<<grid, 128, smem>>>(a);
+      }, false);
       run("op_launch_block_m1", [&] { CK(gs_moe_gemm_launch(a, 1, 1, 0)); }, false);  // the op: CUDA-core kernel
     } else if (block_m <= 16) {
       CORE(16, 1);
@@ -469,6 +485,13 @@ int main() {
     gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
   }, false)
       RING(4, 2, 4, 4);  // the launcher's choice for mxfp8 / block_fp8: registers capped for 4 blocks per SM
+      run("tensor_core_ring_NT4_S2_minblocks4_warps4_xs1", [&] {  // swapped operands (see block_m 1)
+        constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
+        CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4, kMmaWarps, 4, 1>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+        dim3 grid((s.N + 127) / 128, a.S);
+        gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4, kMmaWarps, 4, 1><<<grid, 128, smem>>>(a);
+      }, false);
       RING(4, 2, 1, 4);  // uncapped: 132 registers, 3 blocks per SM
       RING(2, 2, 1, 4);
       RING(2, 2, 5, 4);

@@ -554,3 +554,73 @@ def test_gpu_e2m1_decode_of_every_byte_in_every_word_position_equals_the_twin(fm
     gpu = mo.moe_gemm(x.cuda(), _to(q, "cuda"), bmap.cuda(), block_m).cpu()
     assert torch.equal(gpu.view(torch.int16), cpu.view(torch.int16))
     assert len(torch.unique(cpu.float())) == 15
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [1, 16])
+def test_gpu_ring_mxfp4_scale_fold_bounds(block_m):
+    """The MXFP4 ring (XS = 2) decodes e2m1 to f16 times 2^-14 and takes the 2^14 into the f32 scale: bytes 1..240
+    by adding 14 to the exponent field, and a warp whose stage holds a byte 0 or 241..255 multiplies its f32
+    partials by 2^14 and then by gs_e8m0's scale (2^(241 - 127 + 14) would pass f32's largest power of two).
+    Columns at 240 and 241, beside columns in the usual range, match the CPU twin each within one bf16 rounding
+    and stay finite; block_m 16 runs the second row tile (slots of 16 and 11 rows)."""
+    x, q, bmap = _problem("mxfp4", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=17)
+    x = x / 16  # keeps 2^114 * 6 * |x| summed over 256 terms inside bf16's range
+    q.scale[:, 2, :] = 240
+    q.scale[:, 5, 3] = 241
+    q.scale[1, 9, :] = 241
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
+    assert torch.isfinite(cpu).all() and torch.isfinite(out).all()
+    assert out[:, 2].abs().max() > 2.0**100 and out[16:, 9].abs().max() > 2.0**100
+    for col in range(24):
+        assert quant.max_rel_error(out[:, col], cpu[:, col]) <= OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24, col
+
+
+@pytest.mark.gpu
+def test_gpu_eager_workspace_is_per_thread_and_stream_and_a_capture_gets_its_own():
+    """ops.py's workspace rule for the f16 x of the fp8 / MXFP4 tensor-core paths: eager calls of one host thread
+    on one stream reuse one buffer (no allocation per call), another stream or another thread gets its own, and a
+    call under capture takes a buffer from the graph's pool, so replays after eager calls (which rewrite the eager
+    buffer with other rows) still give the captured inputs' result, bit for bit an eager call's."""
+    import threading
+
+    x, q, bmap = _problem("mxfp8", e=4, n=136, k=288, sizes=(16, 3, 0, 9), slack=4, block_m=16, seed=21)
+    qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
+    mo._SCRATCH.__dict__.clear()
+    want = mo.moe_gemm(xd, qd, bd, 16)
+    cache = mo._SCRATCH.__dict__
+    assert len(cache) == 1
+    ((key, ws),) = cache.items()
+    mo.moe_gemm(xd, qd, bd, 16)
+    assert cache[key].data_ptr() == ws.data_ptr()  # reused, not reallocated
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        on_side = mo.moe_gemm(xd, qd, bd, 16)
+    torch.cuda.current_stream().wait_stream(side)
+    assert len(cache) == 2 and torch.equal(on_side.view(torch.int16), want.view(torch.int16))
+    seen = {}
+
+    def worker():
+        seen["out"] = mo.moe_gemm(xd, qd, bd, 16)
+        torch.cuda.current_stream().synchronize()
+        seen["cache"] = dict(mo._SCRATCH.__dict__)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert len(seen["cache"]) == 1 and next(iter(seen["cache"].values())).data_ptr() != ws.data_ptr()
+    assert torch.equal(seen["out"].view(torch.int16), want.view(torch.int16))
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = mo.moe_gemm(xd, qd, bd, 16)
+    assert len(cache) == 2 and cache[key].data_ptr() == ws.data_ptr()  # the capture did not touch the cache
+    other = torch.randn_like(xd, dtype=torch.float32).to(torch.bfloat16)
+    for _ in range(2):
+        mo.moe_gemm(other, qd, bd, 16)  # rewrites the eager buffer with other rows
+        graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(captured.view(torch.int16), want.view(torch.int16))

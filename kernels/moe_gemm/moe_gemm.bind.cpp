@@ -67,18 +67,20 @@ struct GsMoePlan {
   int64_t block_m;
   int64_t workspace_bytes;
 };
+// Per eager call: the conditions are tested before any message is formed (gs_require's message argument is a
+// std::string built at the call, a heap allocation each for these lengths), so a call that passes makes none.
 inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g,
                                   uintptr_t map, uintptr_t out) {
   const char* op = "moe_gemm";
   GsMoeArgs a = p.a;
-  gs_require_ptr(op, "x", x, a.R * a.K);
-  gs_require_ptr(op, "w", w, a.N * a.K);
-  gs_require_ptr(op, "block_map", map, a.S * 3);
-  gs_require_ptr(op, "out", out, a.R * a.N);
-  if (a.fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, a.N * a.K);
-  if (a.fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, a.E);
-  gs_require((!a.vec_x || x % 16 == 0) && (!a.vec_w || w % 16 == 0), op,
-             "x and w must keep the 16-byte alignment of the call the plan was made for");
+  if (x == 0) gs_require_ptr(op, "x", x, a.R * a.K);
+  if (w == 0) gs_require_ptr(op, "w", w, a.N * a.K);
+  if (map == 0) gs_require_ptr(op, "block_map", map, a.S * 3);
+  if (out == 0) gs_require_ptr(op, "out", out, a.R * a.N);
+  if (s == 0 && a.fmt != GS_FMT_BF16) gs_require_ptr(op, "w_scale", s, a.N * a.K);
+  if (g == 0 && a.fmt == GS_FMT_NVFP4) gs_require_ptr(op, "w_global_scale", g, a.E);
+  if ((a.vec_x && x % 16 != 0) || (a.vec_w && w % 16 != 0))
+    gs_require(false, op, "x and w must keep the 16-byte alignment of the call the plan was made for");
   a.x = reinterpret_cast<const uint16_t*>(x);
   a.w = reinterpret_cast<const uint8_t*>(w);
   a.s = reinterpret_cast<const uint8_t*>(s);
@@ -94,10 +96,11 @@ inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, 
 // The entry's checks of zero_unwritten and the workspace, then the GEMM.
 inline void gs_moe_gemm_entry(GsMoeArgs a, int64_t block_m, int zero_unwritten, uintptr_t workspace,
                               int64_t workspace_bytes, int64_t need, uintptr_t stream) {
-  gs_require(zero_unwritten == 0 || zero_unwritten == 1, "moe_gemm", "zero_unwritten must be 0 or 1");
-  gs_require(workspace_bytes >= need && (need == 0 || (workspace != 0 && workspace % 16 == 0)), "moe_gemm",
-             "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
-             "at least workspace_bytes() = " + std::to_string(need));
+  if (zero_unwritten != 0 && zero_unwritten != 1) gs_require(false, "moe_gemm", "zero_unwritten must be 0 or 1");
+  if (workspace_bytes < need || (need > 0 && (workspace == 0 || workspace % 16 != 0)))
+    gs_require(false, "moe_gemm",
+               "workspace is " + std::to_string(workspace_bytes) + " bytes; allowed: a 16-byte-aligned buffer of "
+               "at least workspace_bytes() = " + std::to_string(need));
   if (need > 0) {
     a.xh = reinterpret_cast<uint16_t*>(workspace);
     a.x_rs = reinterpret_cast<float*>(workspace + static_cast<uintptr_t>(a.R * a.K * 2));
@@ -130,6 +133,8 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     return std::string(gs_moe_gemm_tensor_core(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m)) ? "tensor_core"
                                                                                                   : "cuda_core");
   });
+  // Whether the stream is capturing a graph: kernels/moe_gemm/ops.py's workspace rule (False on the CPU).
+  m.def("capturing", [](uintptr_t stream) { return gs_moe_gemm_capturing(stream); });
   m.def("workspace_bytes", [](GS_MOE_GEMM_PATHARGS) {
     return gs_moe_gemm_workspace(GS_MOE_GEMM_MAKE_ARGS, static_cast<int>(block_m));
   });

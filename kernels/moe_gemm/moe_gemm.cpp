@@ -69,3 +69,4 @@ const char* gs_moe_gemm_run(GsMoeArgs a, int /*block_m*/, int zero_unwritten, ui
 }
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& /*a*/, int /*block_m*/) { return false; }
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& /*a*/, int /*block_m*/) { return 0; }
+bool gs_moe_gemm_capturing(uintptr_t /*stream*/) { return false; }  // no graphs on the CPU

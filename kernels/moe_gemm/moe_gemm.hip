@@ -244,9 +244,12 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 //     null, or the runtime's error text.
 //   gs_moe_gemm_tensor_core: whether a tensor-core (or matrix-core) kernel takes this call.
 //   gs_moe_gemm_workspace: device workspace bytes this call needs (0 on the CPU and the CUDA-core path).
+//   gs_moe_gemm_capturing: whether `stream` is capturing a graph (or its status cannot be read): ops.py then
+//     gives the call a workspace of its own instead of the eager calls' cached one (its workspace rule).
 const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintptr_t stream);
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m);
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
+bool gs_moe_gemm_capturing(uintptr_t stream);
 
 #ifndef GS_BACKEND_HOST
 // Translation units (kernels/common/native.py): the module's build compiles this file with -DGS_SPLIT_UNITS
@@ -757,6 +760,8 @@ constexpr int kRingStages = 2;
 // converted inside the ring (h200-2026-12-01-session4-kernels run1), no better than 4 chunks there (0.1252).
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
+// MXFP4's ring with swapped operands (gs_moe_gemm_mma_ring_kernel's XS): 1 in the launcher.
+constexpr int kRingXsMxfp4 = 2;
 // n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
 GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
 
@@ -860,6 +865,25 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_mul(uint32_t word, uint32_t m
   h[2] = gs_hmul2_bits(__byte_perm(bl, 0, 0x3424), m);  // 4, 6
   h[3] = gs_hmul2_bits(__byte_perm(bh, 0, 0x3424), m);  // 5, 7
 }
+// The same bytes without the multiply: f16 values of the e2m1 weights times 2^-14, exact (EE = 0 on f16
+// subnormals). The ring's XS = 2 path takes the 2^14 into its f32 scale (gs_e8m0_fold14).
+__device__ __forceinline__ void gs_e2m1x8_to_f16x2_raw(uint32_t word, uint32_t* h) {
+  const uint32_t bl = ((word << 4) & 0x80808080u) | ((word << 1) & 0x0E0E0E0Eu);
+  const uint32_t bh = (word & 0x80808080u) | ((word >> 3) & 0x0E0E0E0Eu);
+  h[0] = __byte_perm(bl, 0, 0x1404);  // elements 0, 2
+  h[1] = __byte_perm(bh, 0, 0x1404);  // 1, 3
+  h[2] = __byte_perm(bl, 0, 0x3424);  // 4, 6
+  h[3] = __byte_perm(bh, 0, 0x3424);  // 5, 7
+}
+// True when a byte of the word is 0 or above 240: E8M0 values whose 2^(e - 127 + 14) gs_e8m0_shift cannot form
+// in f32 after gs_e8m0_fold14 (0: 2^-127 is subnormal; 241..254 would pass 2^127; 255 is NaN). Byte-wise
+// t = (b + 15) mod 256 without carries between bytes, then whether a byte of t is below 16.
+__device__ __forceinline__ bool gs_e8m0_outside_1_240(uint32_t w) {
+  const uint32_t t = ((w & 0x7F7F7F7Fu) + 0x0F0F0F0Fu) ^ (w & 0x80808080u);
+  return ((t - 0x10101010u) & ~t & 0x80808080u) != 0;
+}
+// E8M0 bytes 1..240 plus 14 each (no carries for those bytes): gs_e8m0_shift of the result is 2^(e - 127) * 2^14.
+__device__ __forceinline__ uint32_t gs_e8m0_fold14(uint32_t w) { return w + 0x0E0E0E0Eu; }
 constexpr uint32_t kF16x2Pow14 = 0x74007400u;  // f16 2^14 in both halves
 __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t* h) {
   gs_e2m1x8_to_f16x2_mul(word, kF16x2Pow14, h);
@@ -878,8 +902,19 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills).
 // Converting x inside this kernel instead (every column block of a slot converting the slot's rows again)
 // measured 20-35% slower for MXFP8 and MXFP4 (same folder), so the f16 x stays a separate pass.
-template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT)>
+//
+// XS (MXFP4 only; the launcher's choice, kRingXsMxfp4): the operands swap, out^T = W^T x^T. The decoded weights
+// are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the fragment are columns g and g + 8 of a pair of
+// n8 tiles) and x the B operand (n8: 8 rows of the slot; rows 8..15 take a second MMA on the same weights, only
+// in a row group of more than 8 rows). One MMA per decoded word of 8 weights instead of two, half the f32
+// scale FMAs, and no register moves to gather x fragments (a lane's 16-byte x read of row g is its B fragment
+// for both k16 steps). The SASS of the unswapped MXFP4 loop (sm_90, nvdisasm) holds about 34 instructions per
+// decoded word: 14 decode, 2 HMMA, 4 FFMA, 2 for the scales, 8-10 register moves for the A fragments, loads and
+// the chunk bound; at 1 row per slot 15 of the 16 MMA rows were zero.
+template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT), int XS = 0>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
+  static_assert(XS == 0 || ((FMT == GS_FMT_MXFP4 || (FMT == GS_FMT_MXFP8 && XS == 1)) && NT % 2 == 0),
+                "XS: MXFP4 (1, 2) or MXFP8 (1) with pairs of n8 tiles");
   using R = GsRing<FMT, UC>;
   constexpr bool kX16 = FMT != GS_FMT_BF16;  // fp8 / e2m1 weights: x as gs_moe_prepare_rows' row-scaled f16
   constexpr int U = R::kU, TN = W * NT * 8, kThr = W * 32;
@@ -982,11 +1017,13 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
         gs_cp_async16(base + ((xrow + (16 / kXPer) * h) * R::kXRow + xpiece * 8) * 2,
                       kx && xin[h] ? xsrc[h] + kel : xbase, kx && xin[h]);
     };
-    float acc[NT][4];
+    float acc[NT][4];  // XS: [j * 2 + tt][i], m16 column tile j, n8 row tile tt
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
       for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+    const bool two_row_tiles = rows - rg > 8;  // XS: a second n8 row tile (block-uniform)
+    static_cast<void>(two_row_tiles);
     // Groups: prologue group k (k < S - 1) = weights k + x k + 1 (group 0 also x 0); the loop's group at stage
     // st = weights st + S - 1 + x st + S. Waiting for all but the newest S - 2 groups at stage st leaves weights
     // st and x st + 1 landed.
@@ -1007,12 +1044,13 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       const uint8_t* xslot = xring + (st % (S + 1)) * kXSlot;
       const uint8_t* xs = xslot + (g * R::kXRow + 8 * t) * 2;
       const float bscale = FMT == GS_FMT_BLOCK_FP8 ? sblk[((st * U * kChunk) / 128) * a.s_sk] : 1.0f;
+      const int ulim = nchunks - st * U < U ? static_cast<int>(nchunks - st * U) : U;  // chunks in this stage
       float part[FMT == GS_FMT_BLOCK_FP8 ? NT : 1][4] = {};
       // MX: the stage's E8M0 bytes (one per chunk; kSW words) of the two accumulator columns 2t, 2t + 1 of
       // each n8 tile; exact_scale flags a byte 0 or 255 among the warp's, whose f32 value the shift cannot form.
       uint32_t sw[R::kMx ? NT : 1][2][kSW];
       bool exact_scale = false;
-      if (R::kMx) {
+      if (R::kMx && XS == 0) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt) {
           const uint8_t* sp = base + kWBytes + (warp * NT * 8 + nt * 8 + 2 * t) * R::kSCol;
@@ -1040,7 +1078,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
         static_cast<void>(kExact);  // read only by the MX instantiations
 #pragma unroll
         for (int u = 0; u < U; ++u) {
-          if (st * U + u >= nchunks) break;
+          if (u >= ulim) break;
           const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);
           const uint4 x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
           // K elements 8t..8t+3 / 8t+4..8t+7 of rows g, g + 8 (MXFP4: x in its decode's pair order, so the
@@ -1083,10 +1121,93 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
           }
         }
       };
-      if (R::kMx && __any_sync(0xFFFFFFFFu, exact_scale))
+      // XS: lane (g, t) holds the E8M0 words of its A-fragment columns g and g + 8 of each m16 tile j (the
+      // stage's kSW words per column); the warp's lanes cover its 4 NT * 8 columns, so the vote sees them all.
+      uint32_t sx[XS ? NT / 2 : 1][2][kSW];
+      if constexpr (XS != 0) {
+        exact_scale = false;
+#pragma unroll
+        for (int j = 0; j < NT / 2; ++j)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            const uint32_t* sp = reinterpret_cast<const uint32_t*>(base + kWBytes + (warp * NT * 8 + 16 * j + 8 * c + g) * R::kSCol);
+#pragma unroll
+            for (int q = 0; q < kSW; ++q) {
+              sx[j][c][q] = sp[q];
+              exact_scale |= XS == 2 ? gs_e8m0_outside_1_240(sx[j][c][q]) : gs_e8m0_has_00_or_ff(sx[j][c][q]);
+            }
+          }
+      }
+      auto chunks_xs = [&](auto exact_tag, auto two_tag) {
+        constexpr bool kExact = decltype(exact_tag)::value, kTwo = decltype(two_tag)::value;
+        static_cast<void>(kExact);
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          if (u >= ulim) break;
+          const uint4 x0 = *reinterpret_cast<const uint4*>(xs + u * kChunk * 2);  // row g: B for both k16 steps
+          uint4 x1 = make_uint4(0u, 0u, 0u, 0u);
+          if constexpr (kTwo) x1 = *reinterpret_cast<const uint4*>(xs + (8 * R::kXRow + u * kChunk) * 2);
+#pragma unroll
+          for (int j = 0; j < (XS ? NT / 2 : 1); ++j) {
+            uint32_t hg[4], h8[4];  // columns g and g + 8 of m16 tile j (n8 tiles 2j and 2j + 1)
+            if constexpr (FMT == GS_FMT_MXFP8) {  // 8 e4m3 bytes per column: K elements 8t..8t+7 in order
+              const uint2 vg = *reinterpret_cast<const uint2*>(base + boff[u] + 2 * j * 8 * R::kRowBytes);
+              const uint2 v8 = *reinterpret_cast<const uint2*>(base + boff[u] + (2 * j + 1) * 8 * R::kRowBytes);
+              hg[0] = gs_e4m3x2_to_f16x2(vg.x), hg[1] = gs_e4m3x2_to_f16x2(vg.x >> 16);
+              hg[2] = gs_e4m3x2_to_f16x2(vg.y), hg[3] = gs_e4m3x2_to_f16x2(vg.y >> 16);
+              h8[0] = gs_e4m3x2_to_f16x2(v8.x), h8[1] = gs_e4m3x2_to_f16x2(v8.x >> 16);
+              h8[2] = gs_e4m3x2_to_f16x2(v8.y), h8[3] = gs_e4m3x2_to_f16x2(v8.y >> 16);
+            } else if constexpr (XS == 2) {  // weights times 2^-14; the scale takes the 2^14 (fast) or c does (exact)
+              const uint32_t wg = *reinterpret_cast<const uint32_t*>(base + boff[u] + 2 * j * 8 * R::kRowBytes);
+              const uint32_t w8 = *reinterpret_cast<const uint32_t*>(base + boff[u] + (2 * j + 1) * 8 * R::kRowBytes);
+              gs_e2m1x8_to_f16x2_raw(wg, hg);
+              gs_e2m1x8_to_f16x2_raw(w8, h8);
+            } else {
+              const uint32_t wg = *reinterpret_cast<const uint32_t*>(base + boff[u] + 2 * j * 8 * R::kRowBytes);
+              const uint32_t w8 = *reinterpret_cast<const uint32_t*>(base + boff[u] + (2 * j + 1) * 8 * R::kRowBytes);
+              gs_e2m1x8_to_f16x2_ring(wg, hg);
+              gs_e2m1x8_to_f16x2_ring(w8, h8);
+            }
+            const uint32_t k0[4] = {hg[0], h8[0], hg[1], h8[1]};
+            const uint32_t k1[4] = {hg[2], h8[2], hg[3], h8[3]};
+            const uint32_t w0 = sx[XS ? j : 0][0][(u / 4) % kSW], w1 = sx[XS ? j : 0][1][(u / 4) % kSW];
+            const float s0 = kExact ? gs_e8m0(w0 >> (8 * (u % 4)) & 0xFFu)
+                                    : gs_e8m0_shift(XS == 2 ? gs_e8m0_fold14(w0) : w0, u % 4);
+            const float s1 = kExact ? gs_e8m0(w1 >> (8 * (u % 4)) & 0xFFu)
+                                    : gs_e8m0_shift(XS == 2 ? gs_e8m0_fold14(w1) : w1, u % 4);
+#pragma unroll
+            for (int tt = 0; tt < (kTwo ? 2 : 1); ++tt) {
+              const uint4 xv = tt ? x1 : x0;
+              float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+              gs_mma_f16(c, k0, xv.x, xv.y);
+              gs_mma_f16(c, k1, xv.z, xv.w);
+              if (XS == 2 && kExact)
+#pragma unroll
+                for (float& v : c) v *= 16384.0f;  // 2^14: exact (|c| <= 32 * 2^8 * 6 * 2^-14)
+              float* ac = acc[(XS ? j : 0) * 2 + tt];
+              ac[0] = fmaf(c[0], s0, ac[0]);  // column g, rows 2t, 2t + 1
+              ac[1] = fmaf(c[1], s0, ac[1]);
+              ac[2] = fmaf(c[2], s1, ac[2]);  // column g + 8
+              ac[3] = fmaf(c[3], s1, ac[3]);
+            }
+          }
+        }
+      };
+      if constexpr (XS != 0) {
+        const bool exact = __any_sync(0xFFFFFFFFu, exact_scale);
+        if (exact && two_row_tiles)
+          chunks_xs(std::true_type{}, std::true_type{});
+        else if (exact)
+          chunks_xs(std::true_type{}, std::false_type{});
+        else if (two_row_tiles)
+          chunks_xs(std::false_type{}, std::true_type{});
+        else
+          chunks_xs(std::false_type{}, std::false_type{});
+      } else if (R::kMx && __any_sync(0xFFFFFFFFu, exact_scale)) {
         chunks(std::true_type{});
-      else
+      } else {
         chunks(std::false_type{});
+      }
       if (FMT == GS_FMT_BLOCK_FP8) {
 #pragma unroll
         for (int nt = 0; nt < NT; ++nt)
@@ -1096,18 +1217,30 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
     }
     __syncthreads();  // the next row group's prologue refills slots other warps may still read
     const int64_t nw = col0 + warp * NT * 8;
+    if constexpr (XS != 0) {  // acc[j * 2 + tt][i]: column nw + 16 j + g + 8 (i / 2), row rg + 8 tt + 2 t + i % 2
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t r = rg + g + 8 * h;
-      if (r >= rows) continue;
-      const float rs = kX16 ? a.x_rs[row0 + r] : 1.0f;  // undo the f16 row scale (a power of two: exact)
+      for (int j = 0; j < NT / 2; ++j)
 #pragma unroll
-      for (int nt = 0; nt < NT; ++nt)
+        for (int tt = 0; tt < 2; ++tt)
 #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-          const int64_t n = nw + nt * 8 + 2 * t + i;
-          if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs : acc[nt][2 * h + i]);
-        }
+          for (int i = 0; i < 4; ++i) {
+            const int64_t r = rg + 8 * tt + 2 * t + (i % 2), n = nw + 16 * j + g + 8 * (i / 2);
+            if (r < rows && n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(acc[j * 2 + tt][i] * a.x_rs[row0 + r]);
+          }
+    } else {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = rg + g + 8 * h;
+        if (r >= rows) continue;
+        const float rs = kX16 ? a.x_rs[row0 + r] : 1.0f;  // undo the f16 row scale (a power of two: exact)
+#pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+          for (int i = 0; i < 2; ++i) {
+            const int64_t n = nw + nt * 8 + 2 * t + i;
+            if (n < a.N) a.out[(row0 + r) * a.N + n] = gs_float_to_bf16(kX16 ? acc[nt][2 * h + i] * rs : acc[nt][2 * h + i]);
+          }
+      }
     }
   }
 }
@@ -1805,15 +1938,16 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
 
 // The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
 // zero-fill rows: the whole call in one launch.
-template <int FMT, int NT, int ST, int MINB>
+template <int FMT, int NT, int ST, int MINB, int XS = 0>
 inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
   constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST>();
-  constexpr int tn = kMmaWarps * NT * 8;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB>>(smem);
+  constexpr int tn = kMmaWarps * NT * 8, uc = gs_ring_chunks(FMT);
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, kMmaWarps, uc, XS>>(smem);
   if (err != hipSuccess) return err;
   const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
-  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB>), grid, dim3(kMmaWarps * 32), smem, stream, a);
+  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, kMmaWarps, uc, XS>), grid, dim3(kMmaWarps * 32),
+                     smem, stream, a);
   return hipGetLastError();
 }
 #endif
@@ -1895,7 +2029,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
       if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
       if (a.fmt == mx8) return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, 4>(a, stream, zr);
-      if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4>(a, stream, zr);
+      if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4, kRingXsMxfp4>(a, stream, zr);
       return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
     return gs_moe_gemm_launch_prefill(a, block_m, stream);  // larger slots (prefill)
@@ -1929,5 +2063,14 @@ const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintpt
 }
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m) { return gs_moe_gemm_uses_mma(a, block_m); }
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m) { return gs_moe_workspace_bytes(a, block_m); }
+bool gs_moe_gemm_capturing(uintptr_t stream) {
+  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+  const hipError_t err = hipStreamIsCapturing(reinterpret_cast<hipStream_t>(stream), &status);
+  if (err != hipSuccess) {
+    (void)hipGetLastError();  // leave no sticky error behind for the launch that follows
+    return true;
+  }
+  return status != hipStreamCaptureStatusNone;
+}
 #endif  // GS_MOE_MAIN_UNIT
 #endif  // !GS_BACKEND_HOST

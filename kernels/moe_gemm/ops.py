@@ -2,15 +2,16 @@
 
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
 g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
-argument signature (_PLANS), so an eager call costs a key lookup, torch.empty and one pybind call of 10
-arguments with the signature's C++ plan (moe_gemm.hip, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
+argument signature (_PLANS), so an eager call costs a key lookup, torch.empty for the output and one pybind
+call of 10 arguments with the signature's C++ plan (moe_gemm.hip, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
 and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the
 shared-memory ring kernel; larger: 64 x 256 shared-memory tiles per block, 128 x 256 from block_m 128), deterministic and
 within TOLERANCE of the twin but not bitwise equal
 (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
 (moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first
-kernel writes into a workspace the op allocates (`workspace_bytes` says how much; 0 on other paths). The
+kernel writes into a workspace (`workspace_bytes` says how much; 0 on other paths) that eager calls of one
+host thread on one stream share and a graph capture allocates for itself (the workspace rule below). The
 CUDA-core and bf16 ring kernels zero-fill in their own grids: one launch per call. The op takes the weight as the [E, K, N] view of its [E, N, K]
 storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
@@ -25,6 +26,7 @@ fake implementation too, before any pointer reaches C++.
 from __future__ import annotations
 
 import pathlib
+import threading
 import types
 
 import torch
@@ -126,14 +128,13 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
 # block_m, and whether x and w start on 16 bytes, which picks the kernel): the module, the output size and
 # the C++ plan (GsMoePlan: the checked sizes, strides and kernel flags, and the workspace the launch needs).
 # Each signature is checked once; later calls build a key, look it up and make one pybind call with the C++
-# plan and the pointers (the per-call host cost bench/moe_gemm.py reports as host_us). Bounded: a server
-# whose token count changes every step meets a few thousand keys.
+# plan and the pointers (the per-call host cost bench/moe_gemm.py reports as host_us). The key is one flat
+# tuple: nesting a 4-tuple per tensor (shape, stride, dtype, device) cost about 1 us more per call to build
+# and hash on the 2-core build box (4.5 against 3.5 us: host_parts.py in
+# reports/measurements/h200-2026-12-02-session6-kernels). Bounded: a server whose
+# token count changes every step meets a few thousand keys.
 _PLANS: dict[tuple, tuple] = {}
 _PLAN_LIMIT = 4096
-
-
-def _meta(t: Tensor | None) -> tuple | None:
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
 
 
 def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
@@ -152,6 +153,35 @@ def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
     return plan
 
 
+# The workspace rule. The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the call's first kernel
+# (moe_gemm.hip, gs_moe_prepare_rows) writes into a workspace of workspace_bytes (f16 [R, K] and f32 [R]) and
+# the GEMM kernel after it reads; every byte the GEMM reads is written by the same call's first kernel (all R
+# rows, all K), so no call ever reads another call's scratch. Who may share a buffer:
+#  * eager calls made by one host thread on one stream: they run in the stream's order, each call's two kernels
+#    back to back, so one buffer per (host thread, device, stream) serves them all (_eager_workspace). Two
+#    threads on one stream would interleave their calls' kernels (A's first kernel, B's first kernel, A's GEMM
+#    reading B's x), so the cache is per thread; two streams would overlap, so it is per stream. The buffer is
+#    allocated while that stream is current, so the caching allocator orders its reuse after that stream's work
+#    when a larger call replaces it;
+#  * a call under CUDA-graph capture gets a buffer of its own from the graph's private pool (torch.empty during
+#    capture) that lives as long as the graph: a replay then never shares scratch with an eager call or with
+#    another graph, which may run on other streams at the same time.
+# An eager cache keeps its largest buffer (at DSv3-prefill, 4096 x 7168 rows of x: 59 MB) for the thread's life.
+# The saving: one torch.empty per eager call (2.5 us on the 2-core build box, host_parts.py there; bench/
+# moe_gemm.py's host_us measures the whole call on the H200).
+_SCRATCH = threading.local()
+
+
+def _eager_workspace(nbytes: int, device: torch.device, index: int, stream: int, module) -> Tensor:
+    if module.capturing(stream):
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    cache = _SCRATCH.__dict__
+    ws = cache.get((index, stream))
+    if ws is None or ws.numel() < nbytes:
+        ws = cache[(index, stream)] = torch.empty(nbytes, dtype=torch.uint8, device=device)
+    return ws
+
+
 def moe_gemm_impl(
     x: Tensor,
     w: Tensor,
@@ -164,7 +194,10 @@ def moe_gemm_impl(
 ) -> Tensor:
     xp, wp = x.data_ptr(), w.data_ptr()
     key = (
-        fmt, block_m, _meta(x), _meta(w), _meta(w_scale), _meta(w_global), _meta(block_map), xp & 15, wp & 15
+        fmt, block_m, x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype, w.device,
+        None if w_scale is None else (w_scale.shape, w_scale.stride(), w_scale.dtype, w_scale.device),
+        None if w_global is None else (w_global.shape, w_global.stride(), w_global.dtype, w_global.device),
+        block_map.shape, block_map.stride(), block_map.dtype, block_map.device, xp & 15, wp & 15,
     )  # fmt: skip
     plan = _PLANS.get(key)
     if plan is None:
@@ -173,18 +206,12 @@ def moe_gemm_impl(
     if copy_map:
         block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
     out = x.new_empty(r, n)  # bf16 on x's device, as _validate requires of x
-    # The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first kernel writes here
-    # (moe_gemm.hip, gs_moe_prepare_rows); 0 bytes on every other path. Fully written before it is read. A
-    # fresh allocation per call: a buffer captured into a CUDA graph is written by every replay, so a cached
-    # one would have to be fresh under capture and, outside it, one per (device, stream, host thread): calls
-    # in one stream's order may share a buffer, but two host threads enqueueing on one stream interleave the
-    # two kernels of their calls. Not done: its saving (one torch.empty) was not measured apart from the noise
-    # of the host (torch._grouped_mm's host_us ranged 21.6-32.7 us within one run, session4-kernels run2).
-    workspace = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
+    stream = 0 if index < 0 else torch._C._cuda_getCurrentRawStream(index)
+    workspace = _eager_workspace(nbytes, x.device, index, stream, module) if nbytes else None
     module.run(
         cplan, xp, wp, 0 if w_scale is None else w_scale.data_ptr(), 0 if w_global is None else w_global.data_ptr(),
         block_map.data_ptr(), out.data_ptr(), int(zero_unwritten), 0 if workspace is None else workspace.data_ptr(),
-        0 if index < 0 else torch._C._cuda_getCurrentRawStream(index),
+        stream,
     )  # fmt: skip
     return out
 
