@@ -375,7 +375,7 @@ class _NativeBatch:
                 on_gpu.setdefault(device, []).append(key)
         for device, keys in on_gpu.items():
             lib = self._queued[keys[0]][1]
-            slots = int(lib.graphsafe_scan_slots())
+            slots = _gpu_slots(lib)
             for start in range(0, len(keys), slots):
                 chunk = keys[start : start + slots]
                 records = self._run_gpu(device, lib, [self._queued[k] for k in chunk])
@@ -390,49 +390,31 @@ class _NativeBatch:
     ) -> list[Any]:
         current = torch._C._cuda_getDevice()  # what torch.cuda.current_device returns, without its Python
         index = device.index if device.index is not None else current
-        switch = torch.cuda.device(index) if current != index else contextlib.nullcontext()
         count = len(queued)
-        # The batch as scan.hip's parallel arrays: kind 0-2 a float scan (args: out, ref or None, n, kind),
-        # 3 the byte comparison (args: a, b, nbytes).
-        a = (ctypes.c_void_p * count)(*(args[0] for _, _, args, _ in queued))
-        b = (ctypes.c_void_p * count)(*(args[1] for _, _, args, _ in queued))
-        n = (ctypes.c_longlong * count)(*(args[2] for _, _, args, _ in queued))
-        kind = (ctypes.c_int * count)(*(args[3] if what == "floats" else 3 for what, _, args, _ in queued))
-        words = (ctypes.c_uint * (4 * count))()
-        per_launch = int(lib.graphsafe_scan_batch_jobs())
-        with switch, cls._LOCK:
-            stream = _raw_stream(device)
-            launched = 0
-            try:
-                for first in range(0, count, per_launch):
-                    jobs = min(per_launch, count - first)
-                    code = lib.graphsafe_scan_batch_launch(
-                        jobs,
-                        ctypes.byref(a, first * ctypes.sizeof(ctypes.c_void_p)),
-                        ctypes.byref(b, first * ctypes.sizeof(ctypes.c_void_p)),
-                        ctypes.byref(n, first * ctypes.sizeof(ctypes.c_longlong)),
-                        ctypes.byref(kind, first * ctypes.sizeof(ctypes.c_int)),
-                        stream,
-                        first,
-                    )
-                    if code:
-                        _raise_runtime_error("graphsafe_scan_batch_launch", code)
-                    launched += jobs
-            finally:
-                # Always wait for what was launched: a slot still in flight must not be handed out again.
-                code = lib.graphsafe_scan_collect(stream, launched, words)
-            if code:
-                _raise_runtime_error("graphsafe_scan_collect", code)
-        records: list[Any] = []
-        for slot, (what, _, _, _) in enumerate(queued):
-            w = words[4 * slot : 4 * slot + 4]
-            if what == "floats":
-                # Words 0 and 1 are the bits of the maxima of non-negative floats (fabsf in the kernel).
-                max_diff, max_ref = struct.unpack("<2f", struct.pack("<2I", w[0], w[1]))
-                records.append((max_diff, max_ref, bool(w[2])))
-            else:
-                records.append(bool(w[0]))
-        return records
+        # The batch as scan.hip's jobs, 4 words each: a, b (0: none), n, kind (0-2 a float scan, 3 bytes).
+        words: list[int] = []
+        for what, _, args, _ in queued:
+            words += (args[0], args[1] or 0, args[2], args[3] if what == "floats" else 3)
+        jobs = struct.pack(f"<{4 * count}q", *words)
+        records = (ctypes.c_uint * (4 * count))()
+        with torch.cuda.device(index) if current != index else contextlib.nullcontext(), cls._LOCK:
+            code = lib.graphsafe_scan_run(count, jobs, _raw_stream(device), records)
+        if code:
+            _raise_runtime_error("graphsafe_scan_run", code)
+        # Words 0 and 1 of a float scan are the bits of the maxima of non-negative floats (fabsf in the kernel).
+        as_floats = struct.unpack_from(f"<{4 * count}f", records)
+        return [
+            (as_floats[4 * j], as_floats[4 * j + 1], bool(records[4 * j + 2]))
+            if what == "floats"
+            else bool(records[4 * j])
+            for j, (what, _, _, _) in enumerate(queued)
+        ]
+
+
+@functools.cache
+def _gpu_slots(lib: Any) -> int:
+    """Comparisons one graphsafe_scan_run takes (asked once per library)."""
+    return int(lib.graphsafe_scan_slots())
 
 
 def _raise_runtime_error(call: str, code: int) -> None:

@@ -559,11 +559,12 @@ def test_gpu_e2m1_decode_of_every_byte_in_every_word_position_equals_the_twin(fm
 @pytest.mark.gpu
 @pytest.mark.parametrize("block_m", [1, 16])
 def test_gpu_ring_mxfp4_scale_fold_bounds(block_m):
-    """The MXFP4 ring (XS = 2) decodes e2m1 to f16 times 2^-14 and takes the 2^14 into the f32 scale: bytes 1..240
-    by adding 14 to the exponent field, and a warp whose stage holds a byte 0 or 241..255 multiplies its f32
-    partials by 2^14 and then by gs_e8m0's scale (2^(241 - 127 + 14) would pass f32's largest power of two).
-    Columns at 240 and 241, beside columns in the usual range, match the CPU twin each within one bf16 rounding
-    and stay finite; block_m 16 runs the second row tile (slots of 16 and 11 rows)."""
+    """E8M0 bytes 240 and 241 on the MXFP4 ring, whichever form the launcher takes (kRingXsMxfp4): the swapped
+    form XS 2 decodes e2m1 to f16 times 2^-14 and adds 14 to the scale's exponent field for bytes 1..240, while a
+    warp whose stage holds a byte 0 or 241..255 multiplies its f32 partials by 2^14 and then by gs_e8m0's scale
+    (2^(241 - 127 + 14) would pass f32's largest power of two); XS 0 shifts every byte 1..254 into f32. Columns
+    at 240 and 241, beside columns in the usual range, match the CPU twin each within one bf16 rounding and stay
+    finite; block_m 16 runs a second 8-row tile in XS (slots of 16 and 11 rows)."""
     x, q, bmap = _problem("mxfp4", e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=17)
     x = x / 16  # keeps 2^114 * 6 * |x| summed over 256 terms inside bf16's range
     q.scale[:, 2, :] = 240

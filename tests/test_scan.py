@@ -294,24 +294,25 @@ def test_bytes_differ_many_agrees_with_torch_equal_on_bits(device: str) -> None:
 
 
 @pytest.mark.gpu
-def test_collect_refuses_a_slot_whose_comparison_never_ran() -> None:
-    """Method: a batch launch whose second comparison is invalid (0 elements) fails after the first one's slot
-    was taken, so nothing runs; collecting that slot must fail, not hand back the record of its last use as a
-    result. Then a valid launch into the same slot is read again."""
+def test_run_refuses_a_batch_whose_comparison_never_ran() -> None:
+    """Method: a run whose second comparison is invalid (0 elements) fails at its launch after the first one's
+    slot was taken, so nothing runs; the run must fail, not hand back the record of the slot's last use as a
+    result. Then a valid run through the same slot is read again."""
     import ctypes
+    import struct
 
     from harness.native import gpu_library
 
     lib = gpu_library()["lib"]
     x = torch.ones(16, device="cuda")
     stream = scan_module._raw_stream(x.device)
-    pointers = (ctypes.c_void_p * 2)(x.data_ptr(), x.data_ptr())
-    words = (ctypes.c_uint * 8)()
+
+    def jobs(*sizes: int) -> bytes:
+        words = [w for n in sizes for w in (x.data_ptr(), x.data_ptr(), n, 0)]
+        return struct.pack(f"<{len(words)}q", *words)
+
+    records = (ctypes.c_uint * 8)()
     with scan_module._NativeBatch._LOCK:  # slot 0 is the process's; no other batch may use it meanwhile
-        sizes, kinds = (ctypes.c_longlong * 2)(16, 0), (ctypes.c_int * 2)(0, 0)
-        assert lib.graphsafe_scan_batch_launch(2, pointers, pointers, sizes, kinds, stream, 0) != 0
-        assert lib.graphsafe_scan_collect(stream, 1, words) != 0
-        sizes = (ctypes.c_longlong * 2)(16, 16)
-        assert lib.graphsafe_scan_batch_launch(1, pointers, pointers, sizes, kinds, stream, 0) == 0
-        assert lib.graphsafe_scan_collect(stream, 1, words) == 0
-    assert (words[0], words[2], words[3]) == (0, 0, 1)  # max|x - x| = 0, all finite, published
+        assert lib.graphsafe_scan_run(2, jobs(16, 0), stream, records) != 0
+        assert lib.graphsafe_scan_run(1, jobs(16), stream, records) == 0
+    assert (records[0], records[2], records[3]) == (0, 0, 1)  # max|x - x| = 0, all finite, published

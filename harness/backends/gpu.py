@@ -598,7 +598,10 @@ class GpuBackend(GraphBackend):
         """A timing event recorded on the current stream: no wait, so a replay and the eager call after it are
         timed on the device without a synchronization of their own each. Events are reused once read."""
         event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
-        event.record()
+        # The current stream from its C accessor: torch.cuda.current_stream() resolves the device index in
+        # Python first (most of a mark's cost, harness/scan.py _raw_stream says the same of its raw handle).
+        stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
+        event.record(torch.cuda.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
         return event
 
     def elapsed_ms(self, start: Any, end: Any) -> float:

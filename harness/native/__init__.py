@@ -79,9 +79,8 @@ def gpu_library() -> dict[str, Any]:
             "graphsafe_poison_malloc_count": ([], _LL),
             "graphsafe_poison_reuse_count": ([], _LL),
             "graphsafe_scan_slots": ([], _INT),
-            "graphsafe_scan_batch_jobs": ([], _INT),
-            "graphsafe_scan_batch_launch": ([_INT, _P, _P, _P, _P, _P, _INT], _INT),
-            "graphsafe_scan_collect": ([_P, _INT, _U32P], _INT),
+            # jobs are passed as a packed bytes object (harness/scan.py), records as a ctypes array
+            "graphsafe_scan_run": ([_INT, ctypes.c_char_p, _P, _U32P], _INT),
         },
     )
 

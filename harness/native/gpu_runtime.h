@@ -38,6 +38,8 @@ typedef cudaStream_t hipStream_t;
 #define hipStreamSynchronize cudaStreamSynchronize
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipGetDevice cudaGetDevice
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeMultiprocessorCount cudaDevAttrMultiProcessorCount
 #define hipErrorInvalidValue cudaErrorInvalidValue
 #define hipErrorInvalidDevice cudaErrorInvalidDevice
 // Both take (void**, size_t, flags); flag 0 is the default kind of pinned memory in both runtimes.
@@ -73,4 +75,12 @@ static inline hipError_t gs_cu_result_to_hip(CUresult r) {
 
 #else
 #error "harness/native sources need hipcc or nvcc (they call the GPU runtime)"
+#endif
+
+// Warp shuffle: HIP's __shfl_xor spans the whole wavefront by default; CUDA's needs the mask of lanes taking
+// part (all of them: every caller here runs the shuffle in every lane).
+#if defined(GS_BACKEND_HIP)
+#define GS_SHFL_XOR(value, lane_mask) __shfl_xor((value), (lane_mask))
+#else
+#define GS_SHFL_XOR(value, lane_mask) __shfl_xor_sync(0xffffffffu, (value), (lane_mask))
 #endif

@@ -10,8 +10,10 @@
 // Why native: the same clean pass written with torch ops is about eight launches and one host read; on the
 // H200 a 4096-float comparison cost 0.2 ms and a 64 MiB one read at 0.17 of the device's copy bandwidth
 // (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: a batch of comparisons is one
-// kernel launch (`graphsafe_scan_batch_launch`), each comparison's last block writes its result into mapped
-// host memory, and one stream synchronization reads the whole batch (`graphsafe_scan_collect`).
+// kernel launch per 32 comparisons, each comparison's last block writes its result into mapped host memory,
+// and one stream synchronization reads the whole batch; `graphsafe_scan_run` does all of it in one call, so
+// the Python side packs the batch once and makes one foreign call (a comparison's fixed cost on the H200 was
+// 50 us of Python around a 28 us launch and wait: reports/measurements/h200-2026-12-02-session6).
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
@@ -24,7 +26,10 @@
 namespace {
 
 constexpr int kThreads = 256;
-constexpr unsigned kMaxBlocks = 4096;  // enough resident blocks to keep an H200's 132 SMs reading (16/SM)
+// Blocks per multiprocessor at most: 4 x 256 threads, each with 8 16-byte loads in flight, keep 128 KB in
+// flight per SM (an H200 needs about 36 KB: 4.8 TB/s x 1 us / 132 SMs). Every block ends with four atomics
+// on one comparison's slot, so blocks past that only add same-address atomics (4096 blocks: 16K of them).
+constexpr unsigned kBlocksPerSM = 4;
 
 __device__ inline float bits_to_float(unsigned u) { return __uint_as_float(u); }
 
@@ -79,6 +84,25 @@ __device__ inline void block_publish(Slot slot, unsigned a0, unsigned a1, unsign
   }
 }
 
+// The largest value of `v` over the calling warp (every lane gets it): one shared-memory atomic per warp
+// instead of one per thread on the same address. warpSize is 32 on NVIDIA and gfx11/gfx12, 64 on gfx9.
+__device__ inline unsigned warp_max(unsigned v) {
+  for (int offset = warpSize / 2; offset > 0; offset /= 2) v = max(v, GS_SHFL_XOR(v, offset));
+  return v;
+}
+
+// Adds one thread's maxima and non-finite flag to the block's, a warp at a time.
+__device__ inline void block_accumulate(unsigned* block_acc, unsigned max_diff, unsigned max_ref, unsigned bad) {
+  max_diff = warp_max(max_diff);
+  max_ref = warp_max(max_ref);
+  bad = warp_max(bad);
+  if (threadIdx.x % warpSize == 0) {
+    atomicMax(&block_acc[0], max_diff);
+    atomicMax(&block_acc[1], max_ref);
+    if (bad) atomicOr(&block_acc[2], 1u);
+  }
+}
+
 template <int KIND>
 __device__ void scan_body(const void* out, const void* ref, long long n, Slot slot) {
   __shared__ unsigned block_acc[3];
@@ -104,9 +128,7 @@ __device__ void scan_body(const void* out, const void* ref, long long n, Slot sl
     max_ref = max(max_ref, __float_as_uint(fabsf(r)));
   }
   if (bad) max_diff = max_ref = 0;  // a NaN's bits would order above every finite value; the flag says it
-  atomicMax(&block_acc[0], max_diff);
-  atomicMax(&block_acc[1], max_ref);
-  if (bad) atomicOr(&block_acc[2], 1u);
+  block_accumulate(block_acc, max_diff, max_ref, bad);
   __syncthreads();
   block_publish(slot, block_acc[0], block_acc[1], block_acc[2]);
 }
@@ -168,9 +190,7 @@ __device__ void scan_words_body(const void* out, const void* ref, long long n, S
     max_ref = max(max_ref, __float_as_uint(fabsf(r)));
   }
   if (bad) max_diff = max_ref = 0;
-  atomicMax(&block_acc[0], max_diff);
-  atomicMax(&block_acc[1], max_ref);
-  if (bad) atomicOr(&block_acc[2], 1u);
+  block_accumulate(block_acc, max_diff, max_ref, bad);
   __syncthreads();
   block_publish(slot, block_acc[0], block_acc[1], block_acc[2]);
 }
@@ -238,6 +258,7 @@ struct Scratch {
   unsigned* acc = nullptr;         // device: kSlots x 4 words, zero between uses
   volatile unsigned* host = nullptr;  // mapped pinned host: kSlots x 4 words
   unsigned* host_device = nullptr; // the same host words as the device addresses them
+  unsigned max_blocks = 0;         // kBlocksPerSM x the device's multiprocessors
 };
 
 std::mutex g_lock;
@@ -251,6 +272,9 @@ hipError_t scratch_for_current_device(Scratch** out) {
   std::lock_guard<std::mutex> guard(g_lock);
   Scratch& s = g_scratch[device];
   if (s.acc == nullptr) {
+    int sms = 0;
+    err = hipDeviceGetAttribute(&sms, hipDeviceAttributeMultiprocessorCount, device);
+    if (err != hipSuccess) return err;
     const size_t bytes = 4 * sizeof(unsigned) * kSlots;
     unsigned* acc = nullptr;
     err = hipMalloc(reinterpret_cast<void**>(&acc), bytes);
@@ -263,6 +287,7 @@ hipError_t scratch_for_current_device(Scratch** out) {
       (void)hipFree(acc);
       return err;
     }
+    s.max_blocks = kBlocksPerSM * static_cast<unsigned>(sms > 0 ? sms : 1);
     s.host = static_cast<volatile unsigned*>(host);
     s.acc = acc;
   }
@@ -270,91 +295,96 @@ hipError_t scratch_for_current_device(Scratch** out) {
   return hipSuccess;
 }
 
-unsigned blocks_for(long long items) {
+unsigned blocks_for(long long items, unsigned max_blocks) {
   long long blocks = (items + kThreads - 1) / kThreads;
   if (blocks < 1) blocks = 1;
-  return blocks > kMaxBlocks ? kMaxBlocks : static_cast<unsigned>(blocks);
+  return blocks > max_blocks ? max_blocks : static_cast<unsigned>(blocks);
 }
 
 // The slot's device accumulators and host record; the record's "published" word is cleared for this launch.
-hipError_t take_slot(int slot, Slot* out) {
-  if (slot < 0 || slot >= kSlots) return hipErrorInvalidValue;
-  Scratch* s = nullptr;
-  hipError_t err = scratch_for_current_device(&s);
-  if (err != hipSuccess) return err;
+Slot take_slot(Scratch* s, int slot) {
   s->host[4 * slot + 3] = 0;
-  out->acc = s->acc + 4 * slot;
-  out->host = s->host_device + 4 * slot;
-  return hipSuccess;
+  return Slot{s->acc + 4 * slot, s->host_device + 4 * slot};
+}
+
+// Launch `count` comparisons (at most kBatchJobs) in one kernel on `stream`, without waiting; comparison j
+// publishes into slot first_slot + j. Each job is 4 words: a, b, n, kind. kind 0 float32, 1 float16,
+// 2 bfloat16: max|a - b|, max|b| and the non-finite flag over n elements (b may be 0: max|a|); kind 3: whether
+// any of n bytes of a and b differs (both 16-byte aligned). Returns the runtime's error code (0 on success).
+hipError_t launch(Scratch* s, int count, const long long* jobs, hipStream_t stream, int first_slot) {
+  if (count <= 0 || count > kBatchJobs || first_slot < 0 || first_slot + count > kSlots) {
+    return hipErrorInvalidValue;
+  }
+  Batch batch = {};
+  unsigned blocks = 1;
+  for (int j = 0; j < count; ++j) {
+    const void* a = reinterpret_cast<const void*>(static_cast<uintptr_t>(jobs[4 * j]));
+    const void* b = reinterpret_cast<const void*>(static_cast<uintptr_t>(jobs[4 * j + 1]));
+    const long long n = jobs[4 * j + 2];
+    const long long kind = jobs[4 * j + 3];
+    if (n <= 0 || kind < 0 || kind > 3 || a == nullptr) return hipErrorInvalidValue;
+    Job& job = batch.jobs[j];
+    job.slot = take_slot(s, first_slot + j);
+    job.a = a;
+    job.b = b;
+    const bool aligned = ((reinterpret_cast<uintptr_t>(a) | reinterpret_cast<uintptr_t>(b)) % 16) == 0;
+    unsigned job_blocks = 1;
+    if (kind == 3) {
+      if (!aligned || b == nullptr) return hipErrorInvalidValue;
+      const long long words = n / 16;
+      job.kind = 6;
+      job.n = words;
+      job.tail_bytes = static_cast<int>(n % 16);
+      job.a_tail = static_cast<const unsigned char*>(a) + words * 16;
+      job.b_tail = static_cast<const unsigned char*>(b) + words * 16;
+      job_blocks = blocks_for(words > 0 ? words : 1, s->max_blocks);
+    } else if (aligned) {
+      job.kind = static_cast<int>(kind);
+      job.n = n;
+      job_blocks = blocks_for(n / (kind == 0 ? 16 : 32) + 1, s->max_blocks);  // 4 words of 4 or 8 per thread
+    } else {
+      job.kind = 3 + static_cast<int>(kind);
+      job.n = n;
+      job_blocks = blocks_for((n + 1) / 2, s->max_blocks);
+    }
+    if (job_blocks > blocks) blocks = job_blocks;
+  }
+  batch_kernel<<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(batch);
+  return hipGetLastError();
 }
 
 }  // namespace
 
 extern "C" {
 
-// The number of slots a batch may use (slot indices 0 .. graphsafe_scan_slots() - 1).
+// The most comparisons one graphsafe_scan_run takes.
 int graphsafe_scan_slots(void) { return kSlots; }
 
-// The number of comparisons one graphsafe_scan_batch_launch takes.
-int graphsafe_scan_batch_jobs(void) { return kBatchJobs; }
-
-// Launch `count` comparisons (at most graphsafe_scan_batch_jobs()) in one kernel on `stream`, without
-// waiting; comparison j publishes into slot first_slot + j, which graphsafe_scan_collect reads. For each j:
-// kind[j] 0 float32, 1 float16, 2 bfloat16: max|a - b|, max|b| and the non-finite flag over n[j] elements
-// (b may be null: max|a|); kind[j] 3: whether any of n[j] bytes of a and b differs (both 16-byte aligned).
-// Returns the runtime's error code (0 on success). The current device must be the arrays' device.
-int graphsafe_scan_batch_launch(int count, const void* const* a, const void* const* b, const long long* n,
-                                const int* kind, void* stream_handle, int first_slot) {
-  if (count <= 0 || count > kBatchJobs) return static_cast<int>(hipErrorInvalidValue);
-  Batch batch = {};
-  unsigned blocks = 1;
-  for (int j = 0; j < count; ++j) {
-    Job& job = batch.jobs[j];
-    if (n[j] <= 0 || kind[j] < 0 || kind[j] > 3) return static_cast<int>(hipErrorInvalidValue);
-    hipError_t err = take_slot(first_slot + j, &job.slot);
-    if (err != hipSuccess) return static_cast<int>(err);
-    job.a = a[j];
-    job.b = b[j];
-    const bool aligned = ((reinterpret_cast<uintptr_t>(a[j]) | reinterpret_cast<uintptr_t>(b[j])) % 16) == 0;
-    unsigned job_blocks = 1;
-    if (kind[j] == 3) {
-      if (!aligned) return static_cast<int>(hipErrorInvalidValue);
-      const long long words = n[j] / 16;
-      job.kind = 6;
-      job.n = words;
-      job.tail_bytes = static_cast<int>(n[j] % 16);
-      job.a_tail = static_cast<const unsigned char*>(a[j]) + words * 16;
-      job.b_tail = static_cast<const unsigned char*>(b[j]) + words * 16;
-      job_blocks = blocks_for(words > 0 ? words : 1);
-    } else if (aligned) {
-      job.kind = kind[j];
-      job.n = n[j];
-      job_blocks = blocks_for(n[j] / (kind[j] == 0 ? 16 : 32) + 1);  // 4 words of 4 or 8 elements per thread
-    } else {
-      job.kind = 3 + kind[j];
-      job.n = n[j];
-      job_blocks = blocks_for((n[j] + 1) / 2);
-    }
-    if (job_blocks > blocks) blocks = job_blocks;
-  }
-  hipStream_t stream = static_cast<hipStream_t>(stream_handle);
-  batch_kernel<<<dim3(blocks, static_cast<unsigned>(count)), kThreads, 0, stream>>>(batch);
-  return static_cast<int>(hipGetLastError());
-}
-
-// Wait for `stream`, then copy slots 0 .. count-1 into result (4 words each: max|out - ref| and max|ref| as
-// float bits, the non-finite flag, and 1 when the slot was published). A slot whose record is not published
-// after the wait means a launch that never ran: hipErrorInvalidValue, never a silent zero.
-int graphsafe_scan_collect(void* stream_handle, int count, unsigned* result) {
+// Run `count` comparisons (at most graphsafe_scan_slots()) on `stream` and wait for them: one kernel launch
+// per kBatchJobs comparisons, one stream synchronization. `jobs`: 4 words per comparison (a, b, n, kind, as
+// for `launch` above). `records`: 4 words per comparison: max|a - b| and max|b| as float bits (or word 0 = 1
+// when bytes differ), the non-finite flag, and 1 once published. Returns the runtime's error code (0 on
+// success); a comparison whose record was not published after the wait (a launch that failed or never
+// ran) is an error, never a silent zero. The current device must be the arrays' device; callers serialize
+// runs on one device (the slots are the process's).
+int graphsafe_scan_run(int count, const long long* jobs, void* stream_handle, unsigned* records) {
   if (count < 0 || count > kSlots) return static_cast<int>(hipErrorInvalidValue);
   Scratch* s = nullptr;
   hipError_t err = scratch_for_current_device(&s);
   if (err != hipSuccess) return static_cast<int>(err);
-  err = hipStreamSynchronize(static_cast<hipStream_t>(stream_handle));
+  hipStream_t stream = static_cast<hipStream_t>(stream_handle);
+  hipError_t launch_error = hipSuccess;
+  for (int first = 0; first < count && launch_error == hipSuccess; first += kBatchJobs) {
+    const int jobs_now = count - first < kBatchJobs ? count - first : kBatchJobs;
+    launch_error = launch(s, jobs_now, jobs + 4 * first, stream, first);
+  }
+  // Always wait for what was launched: a slot still in flight must not be handed out again.
+  err = hipStreamSynchronize(stream);
+  if (launch_error != hipSuccess) return static_cast<int>(launch_error);
   if (err != hipSuccess) return static_cast<int>(err);
-  for (int i = 0; i < 4 * count; ++i) result[i] = s->host[i];
+  for (int i = 0; i < 4 * count; ++i) records[i] = s->host[i];
   for (int i = 0; i < count; ++i) {
-    if (result[4 * i + 3] != 1u) return static_cast<int>(hipErrorInvalidValue);
+    if (records[4 * i + 3] != 1u) return static_cast<int>(hipErrorInvalidValue);
   }
   return 0;
 }
