@@ -760,8 +760,10 @@ constexpr int kRingStages = 2;
 // converted inside the ring (h200-2026-12-01-session4-kernels run1), no better than 4 chunks there (0.1252).
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
-// MXFP4's ring with swapped operands (gs_moe_gemm_mma_ring_kernel's XS): 1 in the launcher.
-constexpr int kRingXsMxfp4 = 2;
+// MXFP4's ring with swapped operands (gs_moe_gemm_mma_ring_kernel's XS 1 or 2): 0 in the launcher until an H200
+// run of bench/moe_gemm_variants.cu (which checks XS 0/1/2 against the CUDA-core kernel and times them) and of
+// the GPU tests has measured them; none was made (reports/measurements/h200-2026-12-02-session6-kernels).
+constexpr int kRingXsMxfp4 = 0;
 // n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
 GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
 
@@ -903,14 +905,17 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // Converting x inside this kernel instead (every column block of a slot converting the slot's rows again)
 // measured 20-35% slower for MXFP8 and MXFP4 (same folder), so the f16 x stays a separate pass.
 //
-// XS (MXFP4 only; the launcher's choice, kRingXsMxfp4): the operands swap, out^T = W^T x^T. The decoded weights
-// are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the fragment are columns g and g + 8 of a pair of
-// n8 tiles) and x the B operand (n8: 8 rows of the slot; rows 8..15 take a second MMA on the same weights, only
+// XS (MXFP4: 1 or 2, kRingXsMxfp4 picks the launcher's; MXFP8: 1, bench/moe_gemm_variants.cu only): the operands
+// swap, out^T = W^T x^T. The decoded weights are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the
+// fragment are columns g and g + 8 of a pair of n8 tiles) and x the B operand (n8: 8 rows of the slot; rows 8..15 take a second MMA on the same weights, only
 // in a row group of more than 8 rows). One MMA per decoded word of 8 weights instead of two, half the f32
 // scale FMAs, and no register moves to gather x fragments (a lane's 16-byte x read of row g is its B fragment
 // for both k16 steps). The SASS of the unswapped MXFP4 loop (sm_90, nvdisasm) holds about 34 instructions per
 // decoded word: 14 decode, 2 HMMA, 4 FFMA, 2 for the scales, 8-10 register moves for the A fragments, loads and
-// the chunk bound; at 1 row per slot 15 of the 16 MMA rows were zero.
+// the chunk bound; at 1 row per slot 15 of its 16 MMA rows are zero. XS 2's loop holds about 18 (71 per chunk
+// of 4 words: 7 + 4 decode per word, 1 HMMA, 2 FFMA, 1 for the scales). A NumPy model of both forms' fragment,
+// pair-order, scale and 2^14 arithmetic (xs_model.py in reports/measurements/h200-2026-12-02-session6-kernels)
+// matches an f64 reference; the kernels themselves have not run on a GPU in this form.
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT), int XS = 0>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   static_assert(XS == 0 || ((FMT == GS_FMT_MXFP4 || (FMT == GS_FMT_MXFP8 && XS == 1)) && NT % 2 == 0),

@@ -129,10 +129,10 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
 # the C++ plan (GsMoePlan: the checked sizes, strides and kernel flags, and the workspace the launch needs).
 # Each signature is checked once; later calls build a key, look it up and make one pybind call with the C++
 # plan and the pointers (the per-call host cost bench/moe_gemm.py reports as host_us). The key is one flat
-# tuple: nesting a 4-tuple per tensor (shape, stride, dtype, device) cost about 1 us more per call to build
-# and hash on the 2-core build box (4.5 against 3.5 us: host_parts.py in
-# reports/measurements/h200-2026-12-02-session6-kernels). Bounded: a server whose
-# token count changes every step meets a few thousand keys.
+# tuple: a 4-tuple per tensor (shape, stride, dtype, device) nested in it took 3.3-4.1 us to build and look up
+# on the loaded 2-core build box against 2.9 us flat (host_parts.py and cpu_host_parts.txt in
+# reports/measurements/h200-2026-12-02-session6-kernels). Bounded: a server whose token count changes every
+# step meets a few thousand keys.
 _PLANS: dict[tuple, tuple] = {}
 _PLAN_LIMIT = 4096
 
@@ -167,8 +167,8 @@ def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
 #    capture) that lives as long as the graph: a replay then never shares scratch with an eager call or with
 #    another graph, which may run on other streams at the same time.
 # An eager cache keeps its largest buffer (at DSv3-prefill, 4096 x 7168 rows of x: 59 MB) for the thread's life.
-# The saving: one torch.empty per eager call (2.5 us on the 2-core build box, host_parts.py there; bench/
-# moe_gemm.py's host_us measures the whole call on the H200).
+# The saving: one torch.empty per eager call (a CPU torch.empty took 1.1-2.5 us on the 2-core build box; the
+# CUDA one was not timed apart: bench/moe_gemm.py's host_us and host_parts.py measure it on a GPU).
 _SCRATCH = threading.local()
 
 

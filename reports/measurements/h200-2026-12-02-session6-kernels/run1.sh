@@ -1,11 +1,11 @@
 #!/bin/bash
-# Call 1 (the session's only device call: 227 s of device time were left to this work) of
-# reports/measurements/h200-2026-12-02-session6-kernels, through the device tool `run`, from an extracted
-# `git archive` of the commit named in the README. In order of need, each step under its own timeout: the
-# moe_gemm GPU tests, bench/moe_gemm.py at every shape and the four tensor-core formats (host_us included), every
-# moe_gemm case on the GPU backend, the kernel variants at the decode shapes (MXFP4 ring with and without
-# swapped operands; MXFP8 1- and 16-row rings), the MXFP8 decode graph-vs-eager diagnosis and the host cost per
-# part of one eager call.
+# The H200 call prepared for reports/measurements/h200-2026-12-02-session6-kernels, NOT RUN this session (the
+# device budget left to this work was gone before the first call: README). Run it through the device tool `run`
+# from an extracted `git archive` of the commit to measure (session 5: tests + bench + verify took 77 s). In order of
+# need, each step under its own timeout: the moe_gemm GPU tests, bench/moe_gemm.py at every shape and the four
+# tensor-core formats (host_us included), every moe_gemm case on the GPU backend, the kernel variants at the
+# decode shapes (MXFP4 ring XS 0/1/2 and its tilings; MXFP8 1- and 16-row rings with and without swapped
+# operands), the MXFP8 decode graph-vs-eager diagnosis and the host cost per part of one eager call.
 set -o pipefail
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 GRAPHSAFE_CACHE_DIR=/tmp/gscache
 OUT=${OUT:-/tmp/out}
