@@ -625,3 +625,40 @@ def test_gpu_eager_workspace_is_per_thread_and_stream_and_a_capture_gets_its_own
         graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured.view(torch.int16), want.view(torch.int16))
+
+
+def test_workspace_rule_reuses_per_thread_and_stream_and_never_under_capture():
+    """ops.py's workspace rule as a policy, without a GPU (a stand-in module answers `capturing`): one buffer per
+    (host thread, device, stream), grown when a call needs more, kept when it needs less; another stream or
+    thread gets its own; a capturing stream always gets a fresh buffer and leaves the cache alone."""
+    import threading
+
+    class Module:
+        def __init__(self) -> None:
+            self.capturing_streams: set[int] = set()
+
+        def capturing(self, stream: int) -> bool:
+            return stream in self.capturing_streams
+
+    module, cpu = Module(), torch.device("cpu")
+    mo._SCRATCH.__dict__.clear()
+    first = mo._eager_workspace(64, cpu, 0, 7, module)
+    assert mo._eager_workspace(64, cpu, 0, 7, module) is first
+    assert mo._eager_workspace(16, cpu, 0, 7, module) is first  # smaller: the same buffer
+    other_stream = mo._eager_workspace(64, cpu, 0, 8, module)
+    other_device = mo._eager_workspace(64, cpu, 1, 7, module)
+    assert other_stream is not first and other_device is not first and other_device is not other_stream
+    grown = mo._eager_workspace(128, cpu, 0, 7, module)
+    assert grown is not first and grown.numel() == 128
+    assert mo._eager_workspace(64, cpu, 0, 7, module) is grown
+    module.capturing_streams.add(7)
+    captured = [mo._eager_workspace(64, cpu, 0, 7, module) for _ in range(2)]
+    assert captured[0] is not grown and captured[1] is not captured[0]
+    assert mo._SCRATCH.__dict__[(0, 7)] is grown
+    module.capturing_streams.clear()
+    seen = []
+    thread = threading.Thread(target=lambda: seen.append(mo._eager_workspace(64, cpu, 0, 7, module)))
+    thread.start()
+    thread.join()
+    assert seen[0] is not grown and mo._eager_workspace(64, cpu, 0, 7, module) is grown
+    mo._SCRATCH.__dict__.clear()
