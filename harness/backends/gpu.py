@@ -601,7 +601,9 @@ class GpuBackend(GraphBackend):
         # The current stream from its C accessor: torch.cuda.current_stream() resolves the device index in
         # Python first (most of a mark's cost, harness/scan.py _raw_stream says the same of its raw handle).
         stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
-        event.record(torch.cuda.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type))
+        event.record(
+            torch.cuda.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
+        )
         return event
 
     def elapsed_ms(self, start: Any, end: Any) -> float:

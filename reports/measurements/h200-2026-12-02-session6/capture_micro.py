@@ -21,7 +21,9 @@ from harness.backends import get_backend  # noqa: E402
 
 
 def steps(x, pool_maker, keep_graph, repeats, mode="global"):
-    times = {k: [] for k in ("capture_begin", "op", "capture_end", "instantiate", "replay+sync", "reset", "total")}
+    times = {
+        k: [] for k in ("capture_begin", "op", "capture_end", "instantiate", "replay+sync", "reset", "total")
+    }
     stream = torch.cuda.Stream()
     for _ in range(repeats):
         torch.cuda.synchronize()
@@ -83,7 +85,10 @@ def main():
         for keep_graph in (True, False):
             steps(x, maker, keep_graph, 5)
             result = steps(x, maker, keep_graph, args.repeats)
-            print(f"{name:32s} keep_graph={keep_graph!s:5s} " + " ".join(f"{k} {v:.3f}" for k, v in result.items()))
+            print(
+                f"{name:32s} keep_graph={keep_graph!s:5s} "
+                + " ".join(f"{k} {v:.3f}" for k, v in result.items())
+            )
     for mode in ("thread_local", "relaxed"):
         steps(x, variants["default pool, shared handle"], True, 5, mode)
         result = steps(x, variants["default pool, shared handle"], True, args.repeats, mode)
@@ -97,7 +102,9 @@ def main():
             graph = be.capture(lambda: x * 2 + 1)
             samples.append(time.perf_counter() - t)
             graph.release()
-    print(f"GpuBackend.capture (warm-up 1, poisoning pool, keep_graph, instantiate): {statistics.median(samples) * 1e3:.3f} ms")
+    print(
+        f"GpuBackend.capture (warm-up 1, poisoning pool, keep_graph, instantiate): {statistics.median(samples) * 1e3:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -129,7 +129,9 @@ def worker(args):
                 "mean_ms": total / len(samples) * 1e3,
                 "verdicts": sorted(verdicts),
                 "details": sorted(details)[:2],
-                "share": {k: [round(v[0] / total, 3), round(v[1] / len(samples), 1)] for k, v in TIMED.items()},
+                "share": {
+                    k: [round(v[0] / total, 3), round(v[1] / len(samples), 1)] for k, v in TIMED.items()
+                },
             }
         ),
         flush=True,
@@ -155,11 +157,26 @@ def main():
     procs = []
     for i in range(args.procs):
         case = args.case if i == 0 or not args.background_case else args.background_case
-        cmd = [sys.executable, __file__, "--worker", "--start-at", str(start_at), "--seconds", str(args.seconds),
-               "--variant", args.variant, "--case", case, "--backend", args.backend]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--start-at",
+            str(start_at),
+            "--seconds",
+            str(args.seconds),
+            "--variant",
+            args.variant,
+            "--case",
+            case,
+            "--backend",
+            args.backend,
+        ]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=os.environ))
-    print(f"procs={args.procs} seconds={args.seconds} case={args.case or 'bench_affine_4096'} "
-          f"background={args.background_case or 'same'} variant={args.variant}")
+    print(
+        f"procs={args.procs} seconds={args.seconds} case={args.case or 'bench_affine_4096'} "
+        f"background={args.background_case or 'same'} variant={args.variant}"
+    )
     for i, proc in enumerate(procs):
         out, _ = proc.communicate()
         line = out.strip().splitlines()[-1] if out.strip() else f"(no output, rc {proc.returncode})"
