@@ -562,6 +562,7 @@ class GpuBackend(GraphBackend):
                 graph.capture_begin(pool=pool_id)
             except BaseException as exc:
                 _end_allocate_to_pool(device, pool_id)
+                self._generators_out_of_capture()
                 return None, exc, False
             try:
                 with _sync_debug_error():
@@ -574,6 +575,7 @@ class GpuBackend(GraphBackend):
             except BaseException as exc:
                 # cudaStreamEndCapture threw before endAllocateToPool (CUDAGraph::capture_end).
                 _end_allocate_to_pool(device, pool_id)
+                self._generators_out_of_capture()
                 failure = failure or exc
                 still_capturing = torch.cuda.is_current_stream_capturing()
         if still_capturing:
@@ -582,6 +584,25 @@ class GpuBackend(GraphBackend):
         else:
             torch.cuda.current_stream(self.device).wait_stream(self._capture_stream)
         return result, failure, ended
+
+    def _generators_out_of_capture(self) -> None:
+        """After a capture that did not end: give the device's default generator (and the op's own CUDA
+        generators) a state outside capture, with the same seed and offset.
+
+        torch 2.11's CUDAGraph::capture_begin registers the default generator and sets its state to capturing
+        (CUDAGeneratorState::capture_prologue); only capture_end clears that, after cudaStreamEndCapture
+        returns. When that call throws (an unjoined fork, an invalidated capture) the flag stays set, and every
+        later eager random op in the process fails with "Offset increment outside graph capture encountered
+        unexpectedly": on the H200 a graph-safe random case checked after platform_fork_unjoined_control on
+        the same worker was reported eager_mismatch (reports/measurements/h200-2026-12-02-session6, call D).
+        A case's verdict must not depend on the case before it. clone_state copies seed and offset into a new
+        state object, which starts outside capture; the failed graph keeps the old one."""
+        generators = [self._device_generator(), *self._op_generators]
+        for generator in generators:
+            if generator.device.type != "cuda":
+                continue
+            with contextlib.suppress(Exception):  # torch without graph-safe generator states: nothing to do
+                generator.graphsafe_set_state(generator.clone_state())
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:
