@@ -221,9 +221,14 @@ def check(
                 live_graphs=live_graphs,
             )
 
+        def explore(bound: Case) -> Result:  # harness/search.py EXPLORE_REPLAYS says why fewer replays
+            return check(
+                bound, be, replays=min(replays, search.EXPLORE_REPLAYS), seed=seed, patterns=patterns
+            )
+
         if sizes is not None:
             return at_sizes(search.bind(case, search.parse_sizes(search.format_sizes(sizes), case.sizes)))
-        return search.search(case, be, at_sizes, seed=seed)
+        return search.search(case, be, explore, seed=seed, confirm=at_sizes)
     rebuilds, live_graphs = max(rebuilds, case.rebuilds), max(live_graphs, case.live_graphs)
     rows: list[Row] = []
     validated: set[int] = set()  # seeds of B whose inputs were checked against A (InputsOnDemand)

@@ -271,3 +271,41 @@ def test_block_edges_and_corners_are_found_within_the_default_counts(
 def test_a_space_with_no_bug_passes_every_sweep_point() -> None:
     result = _fake_search({"T": range(1, 257), "H": range(1, 129)}, lambda s: False)
     assert result.verdict == "pass" and "every verdict pass" in result.detail
+
+
+def test_a_pass_cut_short_by_the_time_cap_says_how_much_was_not_checked() -> None:
+    """Method: a check that takes 20 ms under a 0.1 s cap: the sweep stops after a few of its 150 points and
+    Hypothesis's examples find the cap spent. The passing result must count both, so a search that a loaded
+    machine cut short is not reported like a full one (before: only unchecked examples were counted)."""
+
+    def make(seed: int, device: torch.device, **sizes: int) -> dict[str, torch.Tensor]:
+        return {}
+
+    case = Case("slow_pass", make, lambda: None, sizes={"T": range(1, 257), "H": range(1, 129)})
+
+    def run_check(bound: Case) -> Result:
+        import time
+
+        time.sleep(0.02)
+        return Result(bound.name, "pass", "pass", "cpu")
+
+    budget = S.Budget(examples=10, sweep=150, seconds=0.1, shrink_checks=10)
+    result = S.search(case, CPU, run_check, budget=budget)
+    assert result.verdict == "pass"
+    cut = re.search(
+        r"not checked for the time cap \(0.1 s\): (\d+) sweep points and (\d+) Hypothesis", result.detail
+    )
+    assert cut is not None, result.detail
+    checked = int(re.match(r"(\d+) sizes checked", result.detail).group(1))  # type: ignore[union-attr]
+    assert checked < 20 and int(cut.group(1)) > 100 and int(cut.group(2)) > 0
+
+
+def test_the_smallest_failing_size_is_reported_with_the_whole_protocol() -> None:
+    """Method: `check` with replays=3 on the block-tail control explores sizes with one replay per pattern
+    (harness/search.py EXPLORE_REPLAYS) and reports T=33 with the rows of a check of all three replays."""
+    result = check(_case("shape_search.block_tail.buggy"), CPU, replays=3)
+    assert result.verdict == "uninitialized" and "smallest failing sizes T=33,H=1 " in result.detail
+    assert {r.replay for r in result.rows if r.phase == "replay"} == {0, 1, 2}
+    passing = check(_case("shape_search.block_tail.fixed"), CPU, replays=3)
+    assert passing.verdict == "pass"
+    assert {r.replay for r in passing.rows if r.phase == "replay"} == {0}  # explored with one replay
