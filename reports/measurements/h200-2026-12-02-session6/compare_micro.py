@@ -8,6 +8,7 @@ batch (launch + wait + read), the bare library calls with ready arguments, and t
 import argparse
 import ctypes
 import statistics
+import struct
 import sys
 import time
 from pathlib import Path
@@ -43,15 +44,11 @@ def main():
         dst = torch.empty_like(out)
         assert compare(out, ref, 1e-5).ok
         stream = _raw_stream(out.device)
-        a = (ctypes.c_void_p * 1)(out.data_ptr())
-        b = (ctypes.c_void_p * 1)(ref.data_ptr())
-        count = (ctypes.c_longlong * 1)(n)
-        kind = (ctypes.c_int * 1)(0)
+        jobs = struct.pack("<4q", out.data_ptr(), ref.data_ptr(), n, 0)
         words = (ctypes.c_uint * 4)()
 
         def bare():
-            lib.graphsafe_scan_batch_launch(1, a, b, count, kind, stream, 0)
-            lib.graphsafe_scan_collect(stream, 1, words)
+            lib.graphsafe_scan_run(1, jobs, stream, words)
 
         def batch():
             nb = _NativeBatch()
@@ -62,7 +59,7 @@ def main():
             "torch.cuda.synchronize alone": lambda: None,
             "torch op out.add(0) + sync": lambda: out.add(0),
             "copy of out (dst.copy_) + sync": lambda: dst.copy_(out),
-            "bare launch + collect (ctypes, ready args)": bare,
+            "graphsafe_scan_run (ctypes, ready args)": bare,
             "_NativeBatch floats + run": batch,
             "compare(out, ref, 1e-5)": lambda: compare(out, ref, 1e-5),
         }
