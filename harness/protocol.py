@@ -49,6 +49,7 @@ from harness.verdict_rules import (
     _capture_failure_row,
     _check_callable,
     _clone_all,
+    _clone_outputs,
     _replay_error_row,
     _row_factory,
     _validate_pairs,
@@ -308,7 +309,7 @@ def _check_pattern(
     fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
 
     # 2. Static buffers hold A; `inputs_a` stays pristine.
-    static = {name: t.clone() for name, t in inputs_a.items()}
+    static = _clone_all(inputs_a)
 
     # 3. Warm up and capture. Capture executes nothing on GPUs: outputs are graph-owned static buffers.
     prepare_inputs(case, static)
@@ -421,7 +422,7 @@ def _fresh_eager(
         probe_inputs = _clone_all(inputs_b)
         prepare_inputs(case, probe_inputs)
         with torch.no_grad():
-            out = [t.clone() for t in flatten_tensors(_call_op(case, probe_inputs))]
+            out = _clone_outputs(flatten_tensors(_call_op(case, probe_inputs)))
         be.synchronize()
     except DEVICE_FAULTS:
         raise
@@ -450,7 +451,7 @@ def _compare_replay(
 ) -> Row:
     """Step 6: the replay's outputs against eager on a clone of B (from the generator state the replay
     started from), the independent reference, and (`fresh`) eager B before the op saw A."""
-    graph_out = [o.clone() for o in graph.outputs]
+    graph_out = _clone_outputs(graph.outputs)
     eager_inputs = _clone_all(inputs_b)
     be.set_rng_state(rng)
     # Eager is timed between two marks and not waited for here: the comparisons' batch below is queued

@@ -27,7 +27,7 @@ from harness.errors import (
     OutputTypeError,
     exception_chain,
 )
-from harness.poison import op_call_poisoning
+from harness.poison import op_call_poisoning, unfilled
 from harness.records import Row
 from harness.scan import bytes_differ_many, count_unwritten
 from harness.tracebacks import with_user_frame
@@ -317,7 +317,13 @@ def _describe(c: Comparison) -> str:
 
 
 def _clone_all(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {name: t.clone() for name, t in inputs.items()}
+    with unfilled():  # each clone is written whole by its copy
+        return {name: t.clone() for name, t in inputs.items()}
+
+
+def _clone_outputs(outputs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    with unfilled():
+        return [t.clone() for t in outputs]
 
 
 def _undeclared_writes(
