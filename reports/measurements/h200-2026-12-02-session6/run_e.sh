@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # H200 call E (session 6), the final tree (.whl/lead.tar = git archive HEAD): the harness's GPU tests (the
 # generator repair's test among them) and that test's scenario with the repair switched off, `make verify` cold
-# and warm three times, harness_throughput.py three times, compare_micro.py, then the kernel helper's run2.sh.
+# and warm three times, harness_throughput.py three times, compare_micro.py, a cProfile of 200 checks, then the
+# kernel helper's run2.sh.
 # bash reports/measurements/h200-2026-12-02-session6/run_e.sh   (carry: .whl)
 set -u
 rm -rf /tmp/new && mkdir -p /tmp/new && tar xf .whl/lead.tar -C /tmp/new
@@ -31,6 +32,9 @@ done
 cat /tmp/e_throughput_*.txt > "$R/e_throughput.txt"
 PYTHONPATH=/tmp/new timeout 60 python3 $D/compare_micro.py --repeats 200 > "$R/e_compare_micro.txt" 2>&1
 echo "compare micro rc=$? ${SECONDS}s" | tee -a "$R/e_rc.txt"; SECONDS=0
+PYTHONPATH=/tmp/new timeout 60 python3 reports/measurements/h200-2026-12-01-session4/profile_check.py --backend gpu \
+  --checks 200 --top 50 > "$R/e_profile.txt" 2>&1
+echo "profile rc=$? ${SECONDS}s" | tee -a "$R/e_rc.txt"; SECONDS=0
 cp -r /tmp/e_cold /tmp/e_warm /tmp/e_warm2 /tmp/e_warm3 /tmp/e_*.log $R/
 if [ -f reports/measurements/h200-2026-12-02-session6-kernels/run2.sh ]; then
   OUT=/tmp/kout2 P=run2 PYTHONPATH=/tmp/new timeout 200 bash reports/measurements/h200-2026-12-02-session6-kernels/run2.sh
