@@ -725,9 +725,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
 // Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of 1..16 rows (1 row: 15 of the 16
-// MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200: 0.44-0.46
-// of copy bandwidth at 1 token per expert (reports/measurements/h200-2026-12-01-session3-kernels; 0.43-0.47 in
-// h200-2026-12-01-session4-kernels run3), where the CUDA-core kernel gave 0.31. MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
+// MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
+// chunks per stage, kRingXsMxfp4's note): 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 1 token per expert
+// and 0.523 at Hy4-TP8 16 tokens, where the CUDA-core kernel gave 0.31 (reports/measurements/
+// h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
@@ -753,17 +754,23 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
-// MXFP4's ring tiling: 4 n8 tiles per warp, 2 stages of 4 chunks: with gs_moe_prepare_rows' f16 x, the best
-// of the sweep in bench/moe_gemm_variants.cu (Hy4-TP8 1 token per expert on the H200: 2 stages 0.1128 / 0.1190
-// ms against 3 stages 0.1155 / 0.1240 in two runs; 2 tiles or 4 stages 0.123-0.146 ms: reports/measurements/
-// h200-2026-12-01-session3-kernels). Stages of 8 chunks (GsRing's U = 8) measured 0.1235-0.1324 ms with x
-// converted inside the ring (h200-2026-12-01-session4-kernels run1), no better than 4 chunks there (0.1252).
+// MXFP4's ring: swapped operands with the 2^14 in the f32 scale (XS 2), 4 n8 tiles per warp, 2 stages of 8
+// chunks (256 K, 128 bytes per column), registers capped for 4 blocks per SM (the launcher's MINB; shared memory,
+// 61 KB per block, allows 3). The best of bench/moe_gemm_variants.cu's sweep on the H200, each with the op's
+// gs_moe_prepare_rows launch and checked against the CUDA-core kernel (reports/measurements/
+// h200-2026-12-02-session6-kernels/run1_variants.txt), as fractions of copy bandwidth:
+//   form                          Hy4-TP8 1 token  DSv3 1 token  Hy4-TP8 16 tokens
+//   XS 0, 4 chunks (the old one)  0.429            0.448         0.418
+//   XS 1, 4 chunks                0.544            0.564         0.494
+//   XS 2, 4 chunks                0.544            0.566         0.498
+//   XS 2, 8 chunks (this one)     0.603            0.666         0.523
+//   XS 2, 8 chunks, 3 stages      0.570            0.598         0.500
+// 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.450-0.566 in the same
+// run. Slots of 2..15 rows take the same kernel (not timed at those sizes).
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
-// MXFP4's ring with swapped operands (gs_moe_gemm_mma_ring_kernel's XS 1 or 2): 0 in the launcher until an H200
-// run of bench/moe_gemm_variants.cu (which checks XS 0/1/2 against the CUDA-core kernel and times them) and of
-// the GPU tests has measured them; none was made (reports/measurements/h200-2026-12-02-session6-kernels).
-constexpr int kRingXsMxfp4 = 0;
+constexpr int kRingChunksMxfp4 = 8;
+constexpr int kRingXsMxfp4 = 2;
 // n8 tiles per warp of the launcher's ring per format: bf16 2 (its 2 stages within 48 KB), the others 4.
 GS_HD constexpr int gs_ring_nt(int fmt) { return fmt == GS_FMT_BF16 ? 2 : fmt == GS_FMT_MXFP4 ? kRingNtMxfp4 : 4; }
 
@@ -803,12 +810,10 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 #endif
 }
 
-// Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column, 64 per e2m1 column).
-// MXFP4 can take 8 (256 K, 128 bytes per column; bench/moe_gemm_variants.cu sweeps it): at 4 chunks an MXFP4
-// stage took as long as an MXFP8 stage of twice the bytes (Hy4-TP8 16 tokens: 0.1172 against 0.1175 ms,
-// reports/measurements/h200-2026-12-01-session3-kernels), so the per-stage cost, not bandwidth, sets its pace;
-// 8 chunks did not remove it (kRingNtMxfp4's note).
-GS_HD constexpr int gs_ring_chunks(int /*fmt*/) { return 4; }
+// Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column), MXFP4 8 (256 K, 128
+// bytes per e2m1 column: with XS 2, 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 decode against 0.544 /
+// 0.566 at 4 chunks, kRingXsMxfp4's note).
+GS_HD constexpr int gs_ring_chunks(int fmt) { return fmt == GS_FMT_MXFP4 ? kRingChunksMxfp4 : 4; }
 
 template <int FMT, int U = gs_ring_chunks(FMT)>
 struct GsRing {
@@ -905,7 +910,7 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // Converting x inside this kernel instead (every column block of a slot converting the slot's rows again)
 // measured 20-35% slower for MXFP8 and MXFP4 (same folder), so the f16 x stays a separate pass.
 //
-// XS (MXFP4: 1 or 2, kRingXsMxfp4 picks the launcher's; MXFP8: 1, bench/moe_gemm_variants.cu only): the operands
+// XS (MXFP4: 1 or 2, kRingXsMxfp4 picks the launcher's, 2; MXFP8: 1, bench/moe_gemm_variants.cu only): the operands
 // swap, out^T = W^T x^T. The decoded weights are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the
 // fragment are columns g and g + 8 of a pair of n8 tiles) and x the B operand (n8: 8 rows of the slot; rows 8..15 take a second MMA on the same weights, only
 // in a row group of more than 8 rows). One MMA per decoded word of 8 weights instead of two, half the f32
@@ -915,7 +920,8 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // the chunk bound; at 1 row per slot 15 of its 16 MMA rows are zero. XS 2's loop holds about 18 (71 per chunk
 // of 4 words: 7 + 4 decode per word, 1 HMMA, 2 FFMA, 1 for the scales). A NumPy model of both forms' fragment,
 // pair-order, scale and 2^14 arithmetic (xs_model.py in reports/measurements/h200-2026-12-02-session6-kernels)
-// matches an f64 reference; the kernels themselves have not run on a GPU in this form.
+// matches an f64 reference; on the H200 XS 1 and 2 match the CUDA-core kernel at both decode shapes and 16 tokens
+// (same folder, run1_variants.txt; timings in kRingXsMxfp4's note).
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT), int XS = 0>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   static_assert(XS == 0 || ((FMT == GS_FMT_MXFP4 || (FMT == GS_FMT_MXFP8 && XS == 1)) && NT % 2 == 0),
@@ -2027,7 +2033,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring for slots of up to 16 rows (every decode size: its CUDA-core kernel is slower, see
-    // gs_moe_gemm_uses_mma), with kRingStagesMxfp4 stages of gs_ring_chunks(MXFP4) chunks. zero_rows == 0 means
+    // gs_moe_gemm_uses_mma), in the form kRingXsMxfp4's note gives (XS 2, kRingStagesMxfp4 stages of
+    // gs_ring_chunks(MXFP4) = 8 chunks: 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 decode against 0.430 /
+    // 0.448 for the XS 0 ring of 4 chunks, run1_variants.txt in reports/measurements/
+    // h200-2026-12-02-session6-kernels). zero_rows == 0 means
     // gs_moe_prepare_rows zero-filled above (or no fill).
     if (ring) {
       const int zr = zero_rows > 0 ? 1 : 0;
