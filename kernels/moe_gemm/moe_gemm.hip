@@ -727,7 +727,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of 1..16 rows (1 row: 15 of the 16
 // MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
 // chunks per stage, kRingXsMxfp4's note): 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 1 token per expert
-// and 0.523 at Hy4-TP8 16 tokens, where the CUDA-core kernel gave 0.31 (reports/measurements/
+// and 0.523 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
 // h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
@@ -765,7 +765,7 @@ constexpr int kRingStages = 2;
 //   XS 2, 4 chunks                0.544            0.566         0.498
 //   XS 2, 8 chunks (this one)     0.603            0.666         0.523
 //   XS 2, 8 chunks, 3 stages      0.570            0.598         0.500
-// 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.450-0.566 in the same
+// 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.431-0.566 in the same
 // run. Slots of 2..15 rows take the same kernel (not timed at those sizes).
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
