@@ -646,7 +646,7 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
     except (BackendUnavailable, SuiteConfigError, ValueError):
         return None  # the same call in run_verify or select_cases reports it
     devices = torch.cuda.device_count() if backend == "gpu" else 0
-    return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices, backend)
+    return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices)
 
 
 def _dispatch(args: argparse.Namespace) -> int:

@@ -176,17 +176,9 @@ class StartedWorkers:
     workers: dict[int, _Worker]
 
 
-def start_workers(
-    sources: Sequence[str], suites: Sequence[str], jobs: int, devices: int, backend: str = ""
-) -> StartedWorkers:
-    """Spawn `jobs` workers that load `sources` and `suites` (and set up `backend` before their first request:
-    harness.worker `_warm_up`); hand them to run_isolated, or stop_workers."""
-    load = {
-        "case_sources": list(sources),
-        "suites": list(suites),
-        "digests": file_digests(sources),
-        "backend": backend,
-    }
+def start_workers(sources: Sequence[str], suites: Sequence[str], jobs: int, devices: int) -> StartedWorkers:
+    """Spawn `jobs` workers that load `sources` and `suites`; hand them to run_isolated, or stop_workers."""
+    load = {"case_sources": list(sources), "suites": list(suites), "digests": file_digests(sources)}
     selector = selectors.DefaultSelector()
     workers = {index: _spawn(index, load, devices, jobs, selector) for index in range(max(1, jobs))}
     return StartedWorkers(load, selector, workers)
@@ -252,7 +244,7 @@ def run_isolated(
     """
     # With one worker the order cannot change the run's length, and runs keep the registration order.
     pending = longest_first(cases, expected_seconds or {}) if jobs > 1 else list(cases)
-    pool = started if started is not None else start_workers(sources, suites, jobs, devices, options.backend)
+    pool = started if started is not None else start_workers(sources, suites, jobs, devices)
     load, selector, workers = pool.load, pool.selector, pool.workers
     for index in [i for i in workers if i >= max(1, min(jobs, len(cases)))]:
         _kill(workers[index])  # started for more cases than were selected

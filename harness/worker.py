@@ -75,25 +75,6 @@ def _case_error(exc: Exception) -> dict[str, str]:
     return {"case": case, "field": field, "problem": text[len(prefix) :] if text.startswith(prefix) else text}
 
 
-def _warm_up(backend: str) -> None:
-    """Set up the run's backend (on a GPU: the device context, the harness's native library) before the
-    first request, while the parent still loads the cases, instead of inside the first definition check:
-    on the H200 the definition-check phase took 3.3-4.5 s of a 38-40 s warm `make verify`
-    (reports/measurements/h200-2026-12-02-session6, call E). A failure here is left to the first request,
-    which reports it with its case."""
-    if not backend:
-        return
-    try:
-        from harness.backends import get_backend
-
-        if get_backend(backend).device.type == "cuda":
-            from harness.native import gpu_library
-
-            gpu_library()
-    except Exception:  # reported by the request that meets it again
-        pass
-
-
 def main() -> int:
     if "GRAPHSAFE_PARENT_PID" in os.environ:
         die_with_parent(int(os.environ["GRAPHSAFE_PARENT_PID"]))
@@ -122,7 +103,6 @@ def main() -> int:
     except (CaseError, CaseFileError, SuiteConfigError) as exc:
         out.write(json.dumps({"fatal": str(exc)}) + "\n")
         return 2
-    _warm_up(load.get("backend", ""))
     out.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
