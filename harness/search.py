@@ -9,7 +9,8 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
 
   0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
   1. a sweep, for at most half the time budget: the corners (each range dimension at its smallest or largest
-     value), then every value of each range dimension with the other dimensions at their simplest values,
+     value), then every value of each range dimension with the other dimensions at their simplest values
+     (a 0 raised to 1: at T = 0 no other dimension's edge can show),
      round-robin over the dimensions, each dimension's values in `edges_first` order (small values
      interleaved with the multiples of 256, 128, ..., 8 and their neighbours). Edges such as T % 64 == 33
      sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples over T in
@@ -367,8 +368,10 @@ MAX_CORNER_DIMS = 4
 
 def _sweep_points(sizes: Mapping[str, Any], base: dict[str, int]) -> Iterator[dict[str, int]]:
     """The sweep's points in order: the corners, then each range dimension's values in edges_first order
-    round-robin over the dimensions, the others at `base`."""
+    round-robin over the dimensions, the others at `base` with a 0 raised to 1: a dimension at 0 (no tokens)
+    leaves nothing for another dimension's edge to act on, so H's line at T = 0 would check no row at all."""
     ranges = {name: space for name, space in sizes.items() if isinstance(space, range) and len(space)}
+    line_base = {**base, **{n: 1 for n, space in ranges.items() if base.get(n) == 0 and 1 in space}}
     names = list(ranges)
     if len(names) <= MAX_CORNER_DIMS:
         picks = sorted(itertools.product((0, 1), repeat=len(names)), key=lambda p: (sum(p), p))
@@ -384,7 +387,7 @@ def _sweep_points(sizes: Mapping[str, Any], base: dict[str, int]) -> Iterator[di
         for column in columns:
             if depth < len(column):
                 name, value = column[depth]
-                yield {**base, name: value}
+                yield {**line_base, name: value}
 
 
 def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:

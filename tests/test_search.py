@@ -257,6 +257,12 @@ def _fake_search(sizes: dict[str, range], fails: Callable[[dict[str, int]], bool
             lambda s: s["H"] == 32 and s["E"] == 16,
             "T=1,E=16,H=32",
         ),
+        # an edge of H that needs at least one token: H's sweep line must not sit at T = 0
+        (
+            {"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)},
+            lambda s: s["T"] > 0 and s["H"] % 8 == 7 and s["H"] > 256,
+            "T=1,K=1,H=263",
+        ),
     ],
 )
 def test_block_edges_and_corners_are_found_within_the_default_counts(
