@@ -419,7 +419,7 @@ def _gpu_slots(lib: Any) -> int:
 
 def _raise_runtime_error(call: str, code: int) -> None:
     """A failed launch or wait: a sticky device fault (an illegal address in the op, whose eager call the
-    protocol no longer waits for on its own) is raised as torch raises it (AcceleratorError), so that the
+    protocol does not wait for on its own) is raised as torch raises it (AcceleratorError), so that the
     protocol names it a device fault; anything else as a RuntimeError with the runtime's code."""
     torch.cuda.synchronize()
     raise RuntimeError(f"{call} failed with GPU runtime error {code}")

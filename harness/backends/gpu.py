@@ -606,7 +606,7 @@ class GpuBackend(GraphBackend):
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:
-        # A check synchronizes about 27 times (phase times, reports/measurements/h200-2026-12-01-session4);
+        # A check synchronizes 11 times (contention.py, reports/measurements/h200-2026-12-02-session6);
         # torch.cuda.synchronize(device) enters a device context in Python around the same C call each time
         # (torch/cuda/__init__.py), so the C call is made directly while this device is current, as it is
         # after __init__'s set_device.
