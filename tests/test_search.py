@@ -315,3 +315,26 @@ def test_the_smallest_failing_size_is_reported_with_the_whole_protocol() -> None
     passing = check(_case("shape_search.block_tail.fixed"), CPU, replays=3)
     assert passing.verdict == "pass"
     assert {r.replay for r in passing.rows if r.phase == "replay"} == {0}  # explored with one replay
+
+
+def test_a_failure_the_whole_protocol_does_not_repeat_is_reported_as_found_and_not_recurring() -> None:
+    """Method: an exploring check that fails at T % 64 == 33 and a confirming check that passes there (an op
+    that is not deterministic). The result keeps the exploring check's failure and says the whole protocol's
+    check passed, instead of a `pass` verdict under "smallest failing sizes"."""
+
+    def make(seed: int, device: torch.device, **sizes: int) -> dict[str, torch.Tensor]:
+        return {}
+
+    case = Case("flaky_edge", make, lambda: None, sizes={"T": range(1, 129)})
+
+    def explore(bound: Case) -> Result:
+        failing = bound.make_inputs.keywords["T"] % 64 == 33  # type: ignore[attr-defined]
+        return Result(bound.name, "pass", "uninitialized" if failing else "pass", "cpu")
+
+    def confirm(bound: Case) -> Result:
+        return Result(bound.name, "pass", "pass", "cpu")
+
+    result = S.search(case, CPU, explore, budget=DEFAULT_COUNTS, confirm=confirm)
+    assert result.verdict == "uninitialized"
+    assert "smallest failing sizes T=33 " in result.detail
+    assert "the whole protocol's check at these sizes passed" in result.detail
