@@ -12,8 +12,8 @@
 // (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: a batch of comparisons is one
 // kernel launch per 32 comparisons, each comparison's last block writes its result into mapped host memory,
 // and one stream synchronization reads the whole batch; `graphsafe_scan_run` does all of it in one call, so
-// the Python side packs the batch once and makes one foreign call (a comparison's fixed cost on the H200 was
-// 50 us of Python around a 28 us launch and wait: reports/measurements/h200-2026-12-02-session6).
+// the Python side packs the batch once and makes one foreign call (on the H200 compare() of 4096 floats takes
+// 59 us, 27 us of it this call: reports/measurements/h200-2026-12-02-session6, e_compare_micro.txt).
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
