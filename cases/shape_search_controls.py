@@ -5,11 +5,15 @@ Each buggy op is right at almost every size and wrong only at a shape edge, the 
     step, and the rows after it go through a remainder step that is skipped when exactly one row is left
     (`len(rest) > 1` instead of `>= 1`). The last row then keeps what its buffer held (NaN under the
     harness's poisoning): only when T % 64 == 33. Smallest failing sizes: T=33, H=1.
+  * `aligned_tail`: the same block structure and lone-row bug, but only on the op's vectorised path, taken
+    when H is a multiple of 8 (the other path writes every row): only when T % 64 == 33 and H % 8 == 0, the
+    way a tail bug hides in a kernel's aligned fast path. Smallest failing sizes: T=33, H=8. A sweep whose
+    lines keep the other dimensions at their smallest values (H = 1) never takes that path.
   * `empty_expert`: per-expert means of the tokens routed to each expert, written row by row with
     index_copy_ into a torch.empty buffer: an expert that receives no token keeps an unwritten row. Only
     when some expert receives no tokens; smallest failing sizes: T=1 token, E=2 experts.
 The twins write every row (`>= 1`; torch.zeros, so an expert without tokens has mean 0) and pass at every
-size. tests/test_search.py proves that the search finds and shrinks both controls within the default budget
+size. tests/test_search.py proves that the search finds and shrinks the controls within the default budget
 on the CPU backend, and that the twins pass.
 """
 
@@ -70,6 +74,41 @@ register(
         op=lambda x: _blocked_double(x, lone_row_bug=False),
         reference=_double_reference,
         sizes=BLOCK_SIZES,
+    )
+)
+
+
+VECTOR = 8  # elements per vectorised load of the aligned path
+
+
+def _aligned_path_double(x: torch.Tensor, *, lone_row_bug: bool) -> torch.Tensor:
+    """2 * x: the blocked path (with or without the lone-row bug) when H is a multiple of VECTOR, else one
+    pass over every row."""
+    if x.shape[1] % VECTOR == 0:
+        return _blocked_double(x, lone_row_bug=lone_row_bug)
+    return x * 2
+
+
+ALIGNED_SIZES = {"T": range(1, 129), "H": range(1, 65)}
+
+register(
+    Case(
+        name="shape_search.aligned_tail.buggy",
+        make_inputs=_block_inputs,
+        op=lambda x: _aligned_path_double(x, lone_row_bug=True),
+        reference=_double_reference,
+        expect="uninitialized",
+        sizes=ALIGNED_SIZES,
+        note="the last row is left unwritten only when T % 64 == 33 and H % 8 == 0; smallest: T=33, H=8",
+    )
+)
+register(
+    Case(
+        name="shape_search.aligned_tail.fixed",
+        make_inputs=_block_inputs,
+        op=lambda x: _aligned_path_double(x, lone_row_bug=False),
+        reference=_double_reference,
+        sizes=ALIGNED_SIZES,
     )
 )
 

@@ -8,19 +8,24 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
 `search`:
 
   0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
-  1. a sweep, for at most half the time budget: the corners (each range dimension at its smallest or largest
-     value), then every value of each range dimension with the other dimensions at their simplest values
-     (a 0 raised to 1: at T = 0 no other dimension's edge can show),
-     round-robin over the dimensions, each dimension's values in `edges_first` order (small values
-     interleaved with the multiples of 256, 128, ..., 8 and their neighbours). Edges such as T % 64 == 33
-     sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples over T in
-     1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40. With a fake
-     check, 10 seeds each, the default budget found T % 128 == 97 (T in 1..256, H beside it), H == 129 and
-     H % 8 == 7 above 256 (moe_combine's T, K, H) and H == 32 with E == 16 (both maxima) 10 times in 10,
-     where an ascending sweep without corners found them 1, 1, 0 and 0 times; a pair of edges inside two
-     ranges (T % 32 == 1 with H % 8 == 3) stays a miss for both (0 in 10);
+  1. a sweep, for at most half the time budget (`_sweep_points`): the corners (each swept dimension at its
+     smallest or largest value), then every value of each swept dimension with the other dimensions at their
+     simplest values (a 0 raised to 1: at T = 0 no other dimension's edge can show) and, for its edge values,
+     once more with the others at their aligned values (H = 256, T = 64: a kernel's vectorised path), round-
+     robin over the dimensions, each dimension's values in `edges_first` order (small values interleaved with
+     the multiples of 256, 128, ..., 8 and their neighbours), then pairs of two dimensions' first values
+     crossed, for what the budget leaves. A range, `st.integers(lo, hi)` and `st.sampled_from` of ints are
+     swept alike (`sweepable`). Edges such as T % 64 == 33 sit at one value in 64 that random draws miss: 40
+     seeded runs of 300 Hypothesis examples over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and
+     100 examples missed it in 25 of 40. With a fake check, 10 seeds each
+     (reports/measurements/cpu-2026-12-01-session7-search), the default counts find 25 of 27 listed edge bugs
+     10 times in 10, among them T % 64 == 33 only where H % 8 == 0 (0 in 10 with simplest-value lines alone)
+     and T % 128 == 97 in a space written with st.integers (1 in 10 from Hypothesis's draws alone); two edges
+     inside two ranges at once (T % 32 == 1 with H % 8 == 3) are found 1 time in 10, and by the nightly
+     counts' pair phase;
   2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
-     dimensions, strategy dimensions) and, at the first failure, shrinks it;
+     dimensions, strategy dimensions; half of each swept dimension's draws from its edge values) and, at the
+     first failure, shrinks it;
   3. a failure from any phase is minimised dimension by dimension over the ranges (the smallest value of
      each dimension, others fixed, that still fails, until nothing changes), so the report names the
      smallest failing sizes whichever phase found them (the sweep's first hit or a stored example is not
@@ -49,7 +54,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -79,8 +84,8 @@ class Budget:
     shrink_checks: int  # checks spent shrinking and minimising a failure
 
 
-# default: 150 sweep checks (T % 64 == 33 comes at the 59th with T in 1..256 and H beside it, the 71st with K
-# too; T % 128 == 97 at the 83rd) and 50 Hypothesis examples. The counts decide what is explored; the seconds
+# default: 150 sweep checks (T % 64 == 33 comes at the 95th point with T in 1..256 and H in 1..128, the 111th
+# with K in 1..8 too; T % 128 == 97 at the 116th and 132nd) and 50 Hypothesis examples. The counts decide what is explored; the seconds
 # are a cap for a machine far slower than expected, and a result says when the cap cut a phase short. On the
 # H200 with 8 workers (`make verify`) a size's check took 50-140 ms and the searched cases checked 98-196 of
 # their 200 sizes under a 10 s cap (reports/measurements/h200-2026-12-02-session6, call D), so 30 s. nightly
@@ -129,18 +134,50 @@ def database_dir() -> Path:
 # ------------------------------------------------------------------------------------ the declared space
 
 
-def strategy(sizes: Mapping[str, Any]) -> Any:
-    """The Hypothesis strategy of one size assignment (a dict)."""
+def strategy(sizes: Mapping[str, Any], *, edge_biased: bool = False) -> Any:
+    """The Hypothesis strategy of one size assignment (a dict). `edge_biased`: each swept dimension draws
+    half of its values from its block edges (`edge_values`), so that random combinations put two dimensions'
+    edges together more often than uniform draws do (the generation phase; shrinking works as before)."""
     from hypothesis import strategies as st
 
     def one(space: Any) -> Any:
+        values = sweepable(space)
         if isinstance(space, range):
-            if space.step == 1:
-                return st.integers(space.start, space.stop - 1)
-            return st.sampled_from(space)
-        return space
+            uniform = st.integers(space.start, space.stop - 1) if space.step == 1 else st.sampled_from(space)
+        else:
+            uniform = space
+        if edge_biased and values is not None:
+            edges = edge_values(values)
+            if edges:
+                return st.one_of(uniform, st.sampled_from(edges))
+        return uniform
 
     return st.fixed_dictionaries({name: one(space) for name, space in sizes.items()})
+
+
+# A bounded strategy dimension is swept like a range up to this many values; a wider one (st.integers(1, 2**31))
+# is left to Hypothesis's draws alone.
+MAX_SWEPT_STRATEGY_VALUES = 1 << 16
+
+
+def sweepable(space: Any) -> Sequence[int] | None:
+    """The ordered values a dimension's sweep walks, or None for a dimension only Hypothesis draws: a range as
+    it is; `st.integers(lo, hi)` as range(lo, hi + 1) and `st.sampled_from([...])` of ints as its sorted values
+    (neither mapped nor filtered), so that a size space written with strategies gets the same sweep, corners
+    and minimisation as one written with ranges."""
+    if isinstance(space, range):
+        return space
+    inner = getattr(space, "wrapped_strategy", space)  # st.integers returns a lazy wrapper
+    kind = type(inner).__name__
+    if kind == "IntegersStrategy":
+        lo, hi = getattr(inner, "start", None), getattr(inner, "end", None)
+        if isinstance(lo, int) and isinstance(hi, int) and 0 < hi - lo + 1 <= MAX_SWEPT_STRATEGY_VALUES:
+            return range(lo, hi + 1)
+    elif kind == "SampledFromStrategy" and not getattr(inner, "_transformations", ()):
+        elements = tuple(getattr(inner, "elements", ()))
+        if elements and all(type(v) is int for v in elements) and len(elements) <= MAX_SWEPT_STRATEGY_VALUES:
+            return tuple(sorted(set(elements)))
+    return None
 
 
 def format_sizes(sizes: Mapping[str, int]) -> str:
@@ -174,7 +211,8 @@ def parse_sizes(text: str, declared: Mapping[str, Any] | None = None) -> dict[st
             )
         for name, size in sizes.items():
             space = declared[name]
-            if isinstance(space, range) and size not in space:
+            values = sweepable(space)
+            if values is not None and size not in values:
                 raise ValueError(f"--sizes: {name}={size} is outside its declared {space!r}")
         return {name: sizes[name] for name in declared}
     return sizes
@@ -303,7 +341,7 @@ def _hypothesis_phase(s: _Search, seed: int, db: Any) -> dict[str, int] | None:
     try:
         return dict(
             find(
-                strategy(sizes_space),
+                strategy(sizes_space, edge_biased=True),
                 condition,
                 settings=config,
                 random=random.Random(seed),
@@ -329,15 +367,9 @@ def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
     return dict(find(strategy(sizes_space), lambda _: True, settings=config, random=random.Random(seed)))
 
 
-def edges_first(space: range) -> list[int]:
-    """Every value of a range dimension once, in the sweep's order: the smallest values ascending, interleaved
-    with the edges where kernels change path: the range's ends, then each multiple of a power of two from the
-    largest down to 8, with its neighbours (m * 2^j - 1, m * 2^j, m * 2^j + 1; 256, 255, 257, then 128, ...,
-    64, 192, ...). Ascending alone reaches T = 97 in 1..256 after 97 values of T, past the default budget with
-    three dimensions; the block edges that the seeds' bugs sat on come within its first 50 values here."""
-    values = list(space)
-    if space.step != 1 or len(values) <= 2:
-        return values
+def _block_edges(space: range) -> list[int]:
+    """The range's ends, then each multiple of a power of two from the largest down to 8 with its neighbours
+    (m * 2^j - 1, m * 2^j, m * 2^j + 1; 256, 255, 257, then 128, ..., 64, 192, ...), inside the range."""
     lo, hi = space.start, space.stop - 1
     edges = [hi, hi - 1]
     block = 1 << (hi - lo).bit_length()
@@ -346,10 +378,29 @@ def edges_first(space: range) -> list[int]:
         for m in range(first, hi + 2, block):
             edges += [m, m - 1, m + 1]
         block //= 2
+    return [e for e in dict.fromkeys(edges) if lo <= e <= hi]
+
+
+def edge_values(values: Sequence[int]) -> list[int]:
+    """The values a kernel's path changes at: a step-1 range's block edges and its eight smallest values
+    (a count of 1..8 rows, experts or lanes); any other sweep's values all (they are few and chosen)."""
+    if isinstance(values, range) and values.step == 1 and len(values) > 2:
+        return list(dict.fromkeys([*values[:8], *_block_edges(values)]))
+    return list(values)
+
+
+def edges_first(space: Sequence[int]) -> list[int]:
+    """Every value of a swept dimension once, in the sweep's order: for a step-1 range the smallest values
+    ascending, interleaved with the block edges where kernels change path (`_block_edges`); other sweeps
+    ascending. Ascending alone reaches T = 97 in 1..256 after 97 values of T, past the default budget with
+    three dimensions; the block edges that the seeds' bugs sat on come within its first 50 values here."""
+    values = list(space)
+    if not isinstance(space, range) or space.step != 1 or len(values) <= 2:
+        return values
     # Alternately the next small value and the next edge not taken yet.
     ordered: list[int] = []
     seen: set[int] = set()
-    queues = (iter(values), iter(e for e in edges if lo <= e <= hi))
+    queues = (iter(values), iter(_block_edges(space)))
     while len(ordered) < len(values):
         for queue in queues:
             value = next((v for v in queue if v not in seen), None)
@@ -359,7 +410,14 @@ def edges_first(space: range) -> list[int]:
     return ordered
 
 
-# Corners (every range dimension at its smallest or largest value) are checked first up to this many range
+def aligned_value(values: Sequence[int]) -> int:
+    """The value with the most trailing zero bits (0 excluded), the largest among equals: where a kernel takes
+    its aligned, vectorised path (H = 256 in 1..264, T = 64 in 0..96, K = 8 in 1..8)."""
+    nonzero = [v for v in values if v != 0] or list(values)
+    return max(nonzero, key=lambda v: ((v & -v).bit_length() if v else 0, v))
+
+
+# Corners (every swept dimension at its smallest or largest value) are checked first up to this many swept
 # dimensions (2^4 = 16 checks); with more, only all-smallest and all-largest. Edges that need two dimensions at
 # once (H == 32 and E == 16 at the top of both ranges) are missed by a one-dimension-at-a-time sweep, and
 # Hypothesis's random draws hit such a pair once in hundreds.
@@ -367,12 +425,21 @@ MAX_CORNER_DIMS = 4
 
 
 def _sweep_points(sizes: Mapping[str, Any], base: dict[str, int]) -> Iterator[dict[str, int]]:
-    """The sweep's points in order: the corners, then each range dimension's values in edges_first order
-    round-robin over the dimensions, the others at `base` with a 0 raised to 1: a dimension at 0 (no tokens)
-    leaves nothing for another dimension's edge to act on, so H's line at T = 0 would check no row at all."""
-    ranges = {name: space for name, space in sizes.items() if isinstance(space, range) and len(space)}
-    line_base = {**base, **{n: 1 for n, space in ranges.items() if base.get(n) == 0 and 1 in space}}
-    names = list(ranges)
+    """The sweep's points in order (a generator: the pair phase of a wide space is far larger than any budget).
+
+    1. The corners.
+    2. Each swept dimension's values in edges_first order, round-robin over the dimensions, at two bases for
+       the other dimensions: their simplest values with a 0 raised to 1 (a dimension at 0, no tokens, leaves
+       nothing for another dimension's edge to act on), and, for the line's edge values, their aligned values
+       (`aligned_value`). A tail bug inside a kernel's aligned path (rows past T % 64 == 33 lost only where H
+       is a multiple of 8, so that the vectorised path runs) shows at neither simplest H = 1 nor at T = 1.
+    3. Pairs of dimensions: the first edges_first values of two dimensions crossed, in growing squares
+       (i, j < 1, 2, 3, ...), round-robin over the pairs, the others at their simplest: edges of two dimensions
+       at once (T % 32 == 1 with H % 8 == 3), for what the budget leaves (the nightly profile's)."""
+    swept = {name: values for name, space in sizes.items() if (values := sweepable(space)) is not None}
+    line_base = {**base, **{n: 1 for n, values in swept.items() if base.get(n) == 0 and 1 in values}}
+    aligned_base = {**line_base, **{n: aligned_value(values) for n, values in swept.items()}}
+    names = list(swept)
     if len(names) <= MAX_CORNER_DIMS:
         picks = sorted(itertools.product((0, 1), repeat=len(names)), key=lambda p: (sum(p), p))
     else:
@@ -380,25 +447,42 @@ def _sweep_points(sizes: Mapping[str, Any], base: dict[str, int]) -> Iterator[di
     for pick in picks:
         yield {
             **base,
-            **{n: ranges[n][-1] if top else ranges[n][0] for n, top in zip(names, pick, strict=True)},
+            **{n: swept[n][-1] if top else swept[n][0] for n, top in zip(names, pick, strict=True)},
         }
-    columns = [[(name, v) for v in edges_first(space)] for name, space in ranges.items()]
-    for depth in range(max((len(c) for c in columns), default=0)):
-        for column in columns:
-            if depth < len(column):
-                name, value = column[depth]
+    orders = {name: edges_first(values) for name, values in swept.items()}
+    edges = {name: set(edge_values(values)) for name, values in swept.items()}
+    for depth in range(max((len(o) for o in orders.values()), default=0)):
+        for name, order in orders.items():
+            if depth < len(order):
+                value = order[depth]
                 yield {**line_base, name: value}
+                if value in edges[name]:
+                    yield {**aligned_base, name: value}
+    pairs = list(itertools.combinations(names, 2))
+    for side in range(1, max((len(o) for o in orders.values()), default=0)):
+        for first, second in pairs:
+            a, b = orders[first], orders[second]
+            if side >= max(len(a), len(b)):
+                continue
+            # The square's new border: (side, 0..side) and (0..side - 1, side).
+            border = [(side, j) for j in range(side + 1)] + [(i, side) for i in range(side)]
+            for i, j in border:
+                if i < len(a) and j < len(b):
+                    yield {**line_base, first: a[i], second: b[j]}
 
 
 def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
     assert s.case.sizes is not None
     done = 0
-    points = list(_sweep_points(s.case.sizes, base))
+    points = _sweep_points(s.case.sizes, base)
     for point in points:
         if done >= s.budget.sweep:
             return None
         if s.out_of_time(SWEEP_TIME_SHARE):
-            s.sweep_cut = min(s.budget.sweep - done, len({tuple(p.items()) for p in points} - set(s.results)))
+            # The points the budget would still have checked: the unchecked ones among the next ones.
+            left = s.budget.sweep - done
+            ahead = {tuple(point.items())} | {tuple(p.items()) for p in itertools.islice(points, 4 * left)}
+            s.sweep_cut = min(left, len(ahead - set(s.results)))
             return None
         if tuple(point.items()) not in s.results:
             done += 1
@@ -408,16 +492,17 @@ def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
 
 
 def _minimise(s: _Search, failing: dict[str, int]) -> dict[str, int]:
-    """Smallest value of each range dimension (the others fixed) that still fails, until nothing changes."""
+    """Smallest value of each swept dimension (the others fixed) that still fails, until nothing changes."""
     assert s.case.sizes is not None
     current = dict(failing)
     changed = True
     while changed:
         changed = False
         for name, space in s.case.sizes.items():
-            if not isinstance(space, range):
+            values = sweepable(space)
+            if values is None:
                 continue
-            for value in space:
+            for value in values:
                 if value >= current[name] or s.shrink_checks >= s.budget.shrink_checks:
                     break
                 candidate = {**current, name: value}
@@ -453,7 +538,7 @@ def search(
             failing, phase = stored, "the example database"
             break
         db.delete(_key(case.name), json.dumps(stored).encode())
-    if failing is None and any(isinstance(v, range) for v in case.sizes.values()):
+    if failing is None and any(sweepable(v) is not None for v in case.sizes.values()):
         failing, phase = _sweep_phase(s, _simplest(case.sizes, seed)), "the sweep"
     if failing is None:
         failing, phase = _hypothesis_phase(s, seed, db), "Hypothesis"
@@ -486,6 +571,17 @@ def search(
     return dataclasses.replace(result, detail=f"{note}; {result.detail}" if result.detail else note)
 
 
+def _describe(name: str, space: Any) -> str:
+    """`T in 1..256` for a step-1 range or bounded st.integers, the values of a short sweep, else the name."""
+    values = sweepable(space)
+    if isinstance(values, range) and values.step == 1:
+        return f"{name} in {values.start}..{values.stop - 1}"
+    if values is not None:
+        shown = ", ".join(map(str, values[:8])) + (", ..." if len(values) > 8 else "")
+        return f"{name} in {{{shown}}}"
+    return name
+
+
 def _passed(case: Case, backend: GraphBackend, s: _Search) -> Result:
     checked = [(dict(k), r) for k, r in s.results.items() if r is not None]
     cut = []
@@ -496,10 +592,7 @@ def _passed(case: Case, backend: GraphBackend, s: _Search) -> Result:
     skipped = f", not checked for the time cap ({s.budget.seconds:g} s): {' and '.join(cut)}" if cut else ""
     if s.identical:
         skipped += f", {s.identical} skipped (an input could not differ between A and B at those sizes)"
-    dims = ", ".join(
-        f"{n} in {v.start}..{v.stop - 1}" if isinstance(v, range) else n
-        for n, v in (case.sizes or {}).items()
-    )
+    dims = ", ".join(_describe(name, space) for name, space in (case.sizes or {}).items())
     note = f"{len(checked)} sizes checked ({dims}){skipped}: every verdict pass"
     if not checked:
         raise CaseError(

@@ -72,10 +72,23 @@ def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts(backe
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("name", ["shape_search.block_tail.fixed", "shape_search.empty_expert.fixed"])
+def test_aligned_tail_control_is_found_and_shrunk_to_t33_h8(backend: str) -> None:
+    """The bug is on the path taken only when H % 8 == 0: found by the sweep's lines at aligned values (with
+    lines at H = 1 alone it was found 0 times in 10, reports/measurements/cpu-2026-12-01-session7-search)."""
+    result = _search(_case("shape_search.aligned_tail.buggy"), backend)
+    assert result.verdict == "uninitialized" and result.ok, result.detail
+    assert "smallest failing sizes T=33,H=8 " in result.detail
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize(
+    "name",
+    ["shape_search.block_tail.fixed", "shape_search.aligned_tail.fixed", "shape_search.empty_expert.fixed"],
+)
 def test_fixed_twins_pass_over_every_t(name: str, backend: str) -> None:
-    """The sweep alone covers every T of the block control (256 + 64 values round-robin)."""
-    budget = S.Budget(examples=40, sweep=330, seconds=600, shrink_checks=50)
+    """The sweep alone covers every T of the block control: its corners and both dimensions' whole lines
+    (256 + 64 values round-robin, and each edge value again at the aligned base) are 454 points."""
+    budget = S.Budget(examples=40, sweep=460, seconds=600, shrink_checks=50)
     case = _case(name)
     be = CPU if backend == "cpu" else get_backend(backend)
     result = S.search(case, be, lambda bound: check(bound, be), budget=budget)
@@ -272,6 +285,79 @@ def test_block_edges_and_corners_are_found_within_the_default_counts(
         result = _fake_search(sizes, fails, seed)
         assert result.verdict == "uninitialized", (seed, result.detail)
         assert f"smallest failing sizes {smallest} " in result.detail
+
+
+@pytest.mark.parametrize(
+    ("sizes", "fails", "smallest"),
+    [
+        # a tail bug on the aligned path only (H a multiple of 8): lines at H = 1 never take that path
+        (
+            {"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)},
+            lambda s: s["T"] % 64 == 33 and s["H"] % 8 == 0,
+            "T=33,K=1,H=8",
+        ),
+        # three dimensions off their simplest values at once
+        (
+            {"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)},
+            lambda s: s["T"] % 16 == 15 and s["K"] % 2 == 0 and s["H"] % 8 == 0,
+            "T=15,K=2,H=8",
+        ),
+        # a space written with Hypothesis strategies is swept like ranges (sweepable)
+        ({"T": st.integers(1, 256), "H": st.integers(1, 128)}, lambda s: s["T"] % 128 == 97, "T=97,H=1"),
+        ({"T": st.sampled_from([1, 8, 33, 64]), "H": st.integers(1, 64)}, lambda s: s["T"] == 33, "T=33,H=1"),
+    ],
+)
+def test_edges_on_an_aligned_path_and_in_strategy_spaces_are_found(
+    sizes: dict[str, object], fails: Callable[[dict[str, int]], bool], smallest: str
+) -> None:
+    """Method: the fake check fails exactly at the bug's sizes; each must be found within the default counts
+    for three seeds. On the sweep before this test (lines at the simplest values only, strategy dimensions
+    left to Hypothesis) the first two were found 0 times in 10 and the third 1 time in 10."""
+    for seed in range(3):
+        result = _fake_search(sizes, fails, seed)  # type: ignore[arg-type]
+        assert result.verdict == "uninitialized", (seed, result.detail)
+        assert f"smallest failing sizes {smallest} " in result.detail
+
+
+def test_the_pair_phase_crosses_two_dimensions_edges_when_the_budget_leaves_room() -> None:
+    """Two edges inside two ranges at once (T % 32 == 1 with H % 8 == 3) are past every line; the pair phase
+    after the lines finds them with a nightly-sized sweep (the default counts find them 1 time in 10)."""
+
+    def make(seed: int, device: torch.device, **sizes: int) -> dict[str, torch.Tensor]:
+        return {}
+
+    case = Case(
+        "pair_bug", make, lambda: None, sizes={"T": range(0, 97), "K": range(1, 9), "H": range(1, 265)}
+    )
+
+    def run_check(bound: Case) -> Result:
+        at = bound.make_inputs.keywords  # type: ignore[attr-defined]
+        bad = at["T"] % 32 == 1 and at["T"] > 1 and at["H"] % 8 == 3
+        return Result(bound.name, "pass", "uninitialized" if bad else "pass", "cpu")
+
+    budget = S.Budget(examples=1, sweep=1500, seconds=3600.0, shrink_checks=300)
+    result = S.search(case, CPU, run_check, budget=budget)
+    assert result.verdict == "uninitialized" and "found by the sweep" in result.detail, result.detail
+    assert "smallest failing sizes T=33,K=1,H=3 " in result.detail
+
+
+def test_sweepable_dimensions() -> None:
+    assert S.sweepable(range(1, 5)) == range(1, 5)
+    assert S.sweepable(st.integers(3, 9)) == range(3, 10)
+    assert S.sweepable(st.sampled_from([8, 1, 8, 4])) == (1, 4, 8)
+    # Not swept: unbounded, mapped, filtered, non-int, or wider than MAX_SWEPT_STRATEGY_VALUES.
+    for space in (
+        st.integers(min_value=1),
+        st.integers(1, 9).map(lambda v: 2 * v),
+        st.integers(1, 9).filter(lambda v: v % 2),
+        st.sampled_from([1.0, 2.0]),
+        st.integers(1, S.MAX_SWEPT_STRATEGY_VALUES + 1),
+    ):
+        assert S.sweepable(space) is None, space
+    assert S.aligned_value(range(0, 97)) == 64 and S.aligned_value(range(1, 265)) == 256
+    assert S.aligned_value(range(32, 289, 32)) == 256 and S.aligned_value((1, 3, 6)) == 6
+    with pytest.raises(ValueError, match="T=300 is outside"):
+        S.parse_sizes("T=300,H=1", {"T": st.integers(1, 256), "H": st.integers(1, 128)})
 
 
 def test_a_space_with_no_bug_passes_every_sweep_point() -> None:
