@@ -29,7 +29,17 @@ constexpr int kThreads = 256;
 // Blocks per multiprocessor at most: 4 x 256 threads, each with 8 16-byte loads in flight, keep 128 KB in
 // flight per SM (an H200 needs about 36 KB: 4.8 TB/s x 1 us / 132 SMs). Every block ends with four atomics
 // on one comparison's slot, so blocks past that only add same-address atomics (4096 blocks: 16K of them).
-constexpr unsigned kBlocksPerSM = 4;
+// GS_SCAN_BLOCKS_PER_SM and GS_SCAN_UNROLL exist for bench/scan_variants.py, which builds this file with
+// other values and times them against a device copy; the harness's build never sets them.
+#ifndef GS_SCAN_BLOCKS_PER_SM
+#define GS_SCAN_BLOCKS_PER_SM 4
+#endif
+#ifndef GS_SCAN_UNROLL
+#define GS_SCAN_UNROLL 4
+#endif
+constexpr unsigned kBlocksPerSM = GS_SCAN_BLOCKS_PER_SM;
+// 16-byte words each thread loads from each array before using any (scan_words_body).
+constexpr int kUnroll = GS_SCAN_UNROLL;
 
 __device__ inline float bits_to_float(unsigned u) { return __uint_as_float(u); }
 
@@ -160,7 +170,6 @@ __device__ void scan_words_body(const void* out, const void* ref, long long n, S
   const uint4* ref4 = static_cast<const uint4*>(ref);
   // kUnroll words per thread are loaded before any is used, so that many 16-byte loads of each array are in
   // flight per thread instead of one.
-  constexpr int kUnroll = 4;
   const uint4 zero = make_uint4(0, 0, 0, 0);
   for (long long base = first; base < words; base += kUnroll * stride) {
     uint4 a[kUnroll], b[kUnroll];
@@ -341,7 +350,7 @@ hipError_t launch(Scratch* s, int count, const long long* jobs, hipStream_t stre
     } else if (aligned) {
       job.kind = static_cast<int>(kind);
       job.n = n;
-      job_blocks = blocks_for(n / (kind == 0 ? 16 : 32) + 1, s->max_blocks);  // 4 words of 4 or 8 per thread
+      job_blocks = blocks_for(n / ((kind == 0 ? 4 : 8) * kUnroll) + 1, s->max_blocks);  // kUnroll words per thread
     } else {
       job.kind = 3 + static_cast<int>(kind);
       job.n = n;
