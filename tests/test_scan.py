@@ -157,7 +157,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
 
 def _pairs(dtype: torch.dtype, device: str) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
     """Pairs where the clean pass must decide each way: equal, within and beyond a threshold, one NaN, one Inf,
-    a poison value, an overflowing difference, sizes around the kernels' strides and the host's chunks."""
+    a poison value (in out, in ref, in both), an overflowing difference, sizes around the kernels' strides and the host's chunks."""
     g = torch.Generator().manual_seed(7)
     pairs = []
     for n in (1, 7, 4096, 4097, (1 << 20) + 3):
@@ -168,10 +168,14 @@ def _pairs(dtype: torch.dtype, device: str) -> list[tuple[str, torch.Tensor, tor
         finite_poison = [
             ("poison", p) for p in poison_values(dtype)[:1]
         ]  # float16 has none: both fills are NaN
-        for name, value in (("nan", math.nan), ("inf", math.inf), *finite_poison):
+        for name, value in (("nan", math.nan), ("inf", math.inf), ("-inf", -math.inf), *finite_poison):
             bad = ref.clone()
             bad[n // 2] = value
             pairs.append((f"{name}{n}", bad, ref))
+            # The native pass infers every non-finite case from |out - ref| alone (scan.hip, kInfBits): a
+            # non-finite value in the reference only, and the same one in both (inf - inf is NaN), too.
+            pairs.append((f"ref_{name}{n}", ref, bad))
+            pairs.append((f"both_{name}{n}", bad, bad.clone()))
     big = torch.full((33,), torch.finfo(dtype).max, dtype=dtype)
     pairs.append(("overflow", big, -big))
     return [(name, out.to(device), ref.to(device)) for name, out, ref in pairs]
