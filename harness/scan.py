@@ -290,16 +290,18 @@ def _clean_bit_equal(out: torch.Tensor, ref: torch.Tensor, differ: Any = None) -
 _NATIVE_FLOAT_KINDS = {torch.float32: 0, torch.float16: 1, torch.bfloat16: 2}  # scan.hip's `kind`
 
 
-def _native_library(*tensors: torch.Tensor) -> Any:
+def _native_library(out: torch.Tensor, ref: torch.Tensor | None = None) -> Any:
     """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
-    every tensor is a contiguous array on that one device, else None."""
-    device = tensors[0].device
-    for t in tensors:
-        if not t.is_contiguous() or t.device != device:
-            return None
-    if device.type == "cuda":
+    both are contiguous arrays on that one device, else None. Asked once per comparison, so it reads the
+    tensors' flags (`is_cuda`, `is_cpu`) rather than `device.type`, which costs several times as much
+    (0.7 us against 0.1 us on the 2-core build box, torch 2.13)."""
+    if not out.is_contiguous():
+        return None
+    if ref is not None and (not ref.is_contiguous() or ref.device != out.device):
+        return None
+    if out.is_cuda:
         return gpu_library().get("lib")
-    if device.type == "cpu":
+    if out.is_cpu:
         return host_library().get("lib")
     return None
 
@@ -307,21 +309,34 @@ def _native_library(*tensors: torch.Tensor) -> Any:
 def comparison_pass(t: torch.Tensor) -> str:
     """Which pass compares contiguous float32 tensors on t's device: the native library, or torch's and why
     (for reports and benchmarks)."""
-    if _native_library(t, t) is not None:
+    if _native_library(t) is not None:
         return "native (harness/native/" + ("scan.hip)" if t.device.type == "cuda" else "scan_host.cpp)")
     loaded = gpu_library() if t.device.type == "cuda" else host_library()
     return f"torch ({loaded.get('error', 'no native pass for this device or this tensor')})"
 
 
+# torch._C._cuda_getCurrentRawStream(index) is the one C call Triton and Inductor use for the current stream's
+# runtime handle; torch.cuda.current_stream builds a Stream object first (about 10 us a call in
+# reports/measurements/h200-2026-12-01-session2/b_profile_check.txt). Looked up once.
+_CURRENT_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def _raw_stream_of(index: int) -> int:
+    """Device `index`'s current stream as a runtime handle."""
+    if _CURRENT_RAW_STREAM is not None:
+        return int(_CURRENT_RAW_STREAM(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
 def _raw_stream(device: torch.device) -> int:
-    """The device's current stream as a runtime handle. torch._C._cuda_getCurrentRawStream is the one C call
-    Triton and Inductor use for this; torch.cuda.current_stream builds a Stream object first (about 10 µs a
-    call in reports/measurements/h200-2026-12-01-session2/b_profile_check.txt)."""
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return int(raw(index))
-    return int(torch.cuda.current_stream(device).cuda_stream)
+    """The device's current stream as a runtime handle."""
+    return _raw_stream_of(device.index if device.index is not None else torch.cuda.current_device())
+
+
+@functools.cache
+def _records_type(words: int) -> Any:
+    """The ctypes array type of `words` record words (a type is built once per size, not per batch)."""
+    return ctypes.c_uint * words
 
 
 class _NativeBatch:
@@ -334,71 +349,67 @@ class _NativeBatch:
     _LOCK = threading.Lock()  # slots are per device and process: one batch uses them at a time
 
     def __init__(self) -> None:
-        self._queued: list[tuple[str, Any, tuple[Any, ...], torch.device]] = []
+        # (what, lib, args, device index: -1 for the CPU, else the GPU's)
+        self._queued: list[tuple[str, Any, tuple[Any, ...], int]] = []
 
     def floats(self, out: torch.Tensor, ref: torch.Tensor | None) -> int | None:
         """(max|out - ref|, max|ref|, any non-finite) for float32/float16/bfloat16 (ref None: max|out|)."""
         kind = _NATIVE_FLOAT_KINDS.get(out.dtype)
-        tensors = (out,) if ref is None else (out, ref)
         if kind is None or (ref is not None and ref.dtype != out.dtype):
             return None
-        lib = _native_library(*tensors)
+        lib = _native_library(out, ref)
         if lib is None:
             return None
         ref_ptr = None if ref is None else ref.data_ptr()
-        return self._queue("floats", lib, (out.data_ptr(), ref_ptr, out.numel(), kind), out.device)
+        return self._queue("floats", lib, (out.data_ptr(), ref_ptr, out.numel(), kind), out)
 
     def bytes_differ(self, out: torch.Tensor, ref: torch.Tensor) -> int | None:
         """Whether any byte of out and ref differs."""
         lib = _native_library(out, ref)
         if lib is None:
             return None
-        if (
-            out.device.type != "cpu" and (out.data_ptr() | ref.data_ptr()) % 16
-        ):  # scan.hip reads 16-byte words
+        if out.is_cuda and (out.data_ptr() | ref.data_ptr()) % 16:  # scan.hip reads 16-byte words
             return None
         nbytes = out.numel() * out.element_size()
-        return self._queue("bytes", lib, (out.data_ptr(), ref.data_ptr(), nbytes), out.device)
+        return self._queue("bytes", lib, (out.data_ptr(), ref.data_ptr(), nbytes), out)
 
-    def _queue(self, what: str, lib: Any, args: tuple[Any, ...], device: torch.device) -> int:
-        self._queued.append((what, lib, args, device))
+    def _queue(self, what: str, lib: Any, args: tuple[Any, ...], out: torch.Tensor) -> int:
+        self._queued.append((what, lib, args, out.get_device() if out.is_cuda else -1))
         return len(self._queued) - 1
 
     def run(self) -> dict[int, Any]:
         """Each key's result: a (max_diff, max_ref, nonfinite) tuple for `floats`, a bool for `bytes_differ`."""
         results: dict[int, Any] = {}
-        on_gpu: dict[torch.device, list[int]] = {}
-        for key, (what, lib, args, device) in enumerate(self._queued):
-            if device.type == "cpu":
+        on_gpu: dict[int, list[int]] = {}
+        for key, (what, lib, args, index) in enumerate(self._queued):
+            if index < 0:
                 results[key] = _run_host(what, lib, args)
             else:
-                on_gpu.setdefault(device, []).append(key)
-        for device, keys in on_gpu.items():
+                on_gpu.setdefault(index, []).append(key)
+        for index, keys in on_gpu.items():
             lib = self._queued[keys[0]][1]
             slots = _gpu_slots(lib)
             for start in range(0, len(keys), slots):
                 chunk = keys[start : start + slots]
-                records = self._run_gpu(device, lib, [self._queued[k] for k in chunk])
+                records = self._run_gpu(index, lib, [self._queued[k] for k in chunk])
                 for key, record in zip(chunk, records, strict=True):
                     results[key] = record
         self._queued = []
         return results
 
     @classmethod
-    def _run_gpu(
-        cls, device: torch.device, lib: Any, queued: list[tuple[str, Any, tuple[Any, ...], torch.device]]
-    ) -> list[Any]:
-        current = torch._C._cuda_getDevice()  # what torch.cuda.current_device returns, without its Python
-        index = device.index if device.index is not None else current
+    def _run_gpu(cls, index: int, lib: Any, queued: list[tuple[str, Any, tuple[Any, ...], int]]) -> list[Any]:
         count = len(queued)
         # The batch as scan.hip's jobs, 4 words each: a, b (0: none), n, kind (0-2 a float scan, 3 bytes).
         words: list[int] = []
         for what, _, args, _ in queued:
             words += (args[0], args[1] or 0, args[2], args[3] if what == "floats" else 3)
         jobs = struct.pack(f"<{4 * count}q", *words)
-        records = (ctypes.c_uint * (4 * count))()
-        with torch.cuda.device(index) if current != index else contextlib.nullcontext(), cls._LOCK:
-            code = lib.graphsafe_scan_run(count, jobs, _raw_stream(device), records)
+        records = _records_type(4 * count)()
+        # torch._C._cuda_getDevice is what torch.cuda.current_device returns, without its Python.
+        switch = torch._C._cuda_getDevice() != index
+        with torch.cuda.device(index) if switch else contextlib.nullcontext(), cls._LOCK:
+            code = lib.graphsafe_scan_run(count, jobs, _raw_stream_of(index), records)
         if code:
             _raise_runtime_error("graphsafe_scan_run", code)
         # Words 0 and 1 of a float scan are the bits of the maxima of non-negative floats (fabsf in the kernel).
