@@ -12,8 +12,10 @@
 // (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: a batch of comparisons is one
 // kernel launch per 32 comparisons, each comparison's last block writes its result into mapped host memory,
 // and one stream synchronization reads the whole batch; `graphsafe_scan_run` does all of it in one call, so
-// the Python side packs the batch once and makes one foreign call (on the H200 compare() of 4096 floats takes
-// 59 us, 27 us of it this call: reports/measurements/h200-2026-12-02-session6, e_compare_micro.txt).
+// the Python side packs the batch once and makes one foreign call. On the H200 (bench/scan_variants.py and
+// compare_micro.py, reports/measurements/h200-2026-12-01-session7, calls B and C) this call takes 25-28 us for
+// 4096 floats (a copy of them with its synchronization 19-22 us) and 56-59 us for 64 MiB (a copy 46-48 us);
+// compare() around it 48-67 us and 84-99 us, as the host's speed varies between runs.
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
