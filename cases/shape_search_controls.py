@@ -19,6 +19,9 @@ on the CPU backend, and that the twins pass.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import torch
 
 from harness import Case, register
@@ -54,28 +57,22 @@ def _double_reference(x: torch.Tensor) -> torch.Tensor:
     return (x.double() * 2).to(x.dtype)
 
 
-BLOCK_SIZES = {"T": range(1, 257), "H": range(1, 65)}
-
-register(
-    Case(
-        name="shape_search.block_tail.buggy",
-        make_inputs=_block_inputs,
-        op=lambda x: _blocked_double(x, lone_row_bug=True),
-        reference=_double_reference,
-        expect="uninitialized",
-        sizes=BLOCK_SIZES,
-        note="the last row is left unwritten only when T % 64 == 33; the search must shrink to T=33, H=1",
-    )
-)
-register(
-    Case(
-        name="shape_search.block_tail.fixed",
-        make_inputs=_block_inputs,
-        op=lambda x: _blocked_double(x, lone_row_bug=False),
-        reference=_double_reference,
-        sizes=BLOCK_SIZES,
-    )
-)
+def _register_block_control(
+    stem: str, doubling: Callable[..., torch.Tensor], sizes: dict[str, range], note: str
+) -> None:
+    """The buggy op (lone_row_bug=True, expected `uninitialized`) and its fixed twin, over the same sizes."""
+    for suffix, bug in (("buggy", True), ("fixed", False)):
+        register(
+            Case(
+                name=f"shape_search.{stem}.{suffix}",
+                make_inputs=_block_inputs,
+                op=functools.partial(doubling, lone_row_bug=bug),
+                reference=_double_reference,
+                expect="uninitialized" if bug else "pass",
+                sizes=sizes,
+                note=note if bug else "",
+            )
+        )
 
 
 VECTOR = 8  # elements per vectorised load of the aligned path
@@ -89,27 +86,17 @@ def _aligned_path_double(x: torch.Tensor, *, lone_row_bug: bool) -> torch.Tensor
     return x * 2
 
 
-ALIGNED_SIZES = {"T": range(1, 129), "H": range(1, 65)}
-
-register(
-    Case(
-        name="shape_search.aligned_tail.buggy",
-        make_inputs=_block_inputs,
-        op=lambda x: _aligned_path_double(x, lone_row_bug=True),
-        reference=_double_reference,
-        expect="uninitialized",
-        sizes=ALIGNED_SIZES,
-        note="the last row is left unwritten only when T % 64 == 33 and H % 8 == 0; smallest: T=33, H=8",
-    )
+_register_block_control(
+    "block_tail",
+    _blocked_double,
+    {"T": range(1, 257), "H": range(1, 65)},
+    "the last row is left unwritten only when T % 64 == 33; the search must shrink to T=33, H=1",
 )
-register(
-    Case(
-        name="shape_search.aligned_tail.fixed",
-        make_inputs=_block_inputs,
-        op=lambda x: _aligned_path_double(x, lone_row_bug=False),
-        reference=_double_reference,
-        sizes=ALIGNED_SIZES,
-    )
+_register_block_control(
+    "aligned_tail",
+    _aligned_path_double,
+    {"T": range(1, 129), "H": range(1, 65)},
+    "the last row is left unwritten only when T % 64 == 33 and H % 8 == 0; smallest: T=33, H=8",
 )
 
 

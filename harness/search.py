@@ -13,16 +13,16 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
      simplest values (a 0 raised to 1: at T = 0 no other dimension's edge can show) and, for its edge values,
      once more with the others at their aligned values (H = 256, T = 64: a kernel's vectorised path), round-
      robin over the dimensions, each dimension's values in `edges_first` order (small values interleaved with
-     the multiples of 256, 128, ..., 8 and their neighbours), then pairs of two dimensions' first values
+     the block edges: the first multiple of 256, 128, ..., 8 with its neighbours, then the second, ...), then pairs of two dimensions' first values
      crossed, for what the budget leaves. A range, `st.integers(lo, hi)` and `st.sampled_from` of ints are
      swept alike (`sweepable`). Edges such as T % 64 == 33 sit at one value in 64 that random draws miss: 40
      seeded runs of 300 Hypothesis examples over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and
      100 examples missed it in 25 of 40. With a fake check, 10 seeds each
-     (reports/measurements/cpu-2026-12-01-session7-search), the default counts find 25 of 27 listed edge bugs
+     (reports/measurements/cpu-2026-12-01-session7-search), the default counts find 30 of 33 listed edge bugs
      10 times in 10, among them T % 64 == 33 only where H % 8 == 0 (0 in 10 with simplest-value lines alone)
      and T % 128 == 97 in a space written with st.integers (1 in 10 from Hypothesis's draws alone); two edges
-     inside two ranges at once (T % 32 == 1 with H % 8 == 3) are found 1 time in 10, and by the nightly
-     counts' pair phase;
+     inside two ranges at once (T % 32 == 1 with H % 8 == 3: 1 in 10) and an edge deep in 1..4096
+     (T % 128 == 97: 2 in 10) are left to Hypothesis's draws, and found by the nightly counts;
   2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
      dimensions, strategy dimensions; half of each swept dimension's draws from its edge values) and, at the
      first failure, shrinks it;
@@ -84,14 +84,18 @@ class Budget:
     shrink_checks: int  # checks spent shrinking and minimising a failure
 
 
-# default: 150 sweep checks (T % 64 == 33 comes at the 95th point with T in 1..256 and H in 1..128, the 111th
-# with K in 1..8 too; T % 128 == 97 at the 116th and 132nd) and 50 Hypothesis examples. The counts decide what is explored; the seconds
-# are a cap for a machine far slower than expected, and a result says when the cap cut a phase short. On the
-# H200 with 8 workers (`make verify`) a size's check took 50-140 ms and the searched cases checked 98-196 of
-# their 200 sizes under a 10 s cap (reports/measurements/h200-2026-12-02-session6, call D), so 30 s. nightly
-# explores forty times more.
+# default: 170 sweep checks and 30 Hypothesis examples, 200 checks for a passing search. T % 64 == 33 comes at
+# the 77th sweep point with T in 1..256 and H in 1..128 (the 93rd with K in 1..8 too, the 157th with T in
+# 1..4096 and H in 1..8192), T % 128 == 97 at the 133rd (149th; 275th in the large space, found there by
+# Hypothesis's edge draws 2-4 times in 10). A sweep of 170 against 150 with 50 examples found T % 64 == 33 in
+# the large space and on its aligned path there 10 times in 10 instead of 8 and 3, at the same number of checks
+# (reports/measurements/cpu-2026-12-01-session7-search). The counts decide what is explored; the seconds are a
+# cap for a machine far slower than expected, and a result says when the cap cut a phase short. On the H200
+# with 8 workers (`make verify`) a size's check took 50-140 ms and the searched cases checked 98-196 of their
+# 200 sizes under a 10 s cap (reports/measurements/h200-2026-12-02-session6, call D), so 30 s. nightly explores
+# forty times as many checks.
 PROFILES: dict[str, Budget] = {
-    "default": Budget(examples=50, sweep=150, seconds=30.0, shrink_checks=300),
+    "default": Budget(examples=30, sweep=170, seconds=30.0, shrink_checks=300),
     "nightly": Budget(examples=2000, sweep=6000, seconds=600.0, shrink_checks=2000),
 }
 # Replays per pattern while exploring sizes: the shape-edge bugs a search is for (a row left unwritten at
@@ -368,16 +372,28 @@ def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
 
 
 def _block_edges(space: range) -> list[int]:
-    """The range's ends, then each multiple of a power of two from the largest down to 8 with its neighbours
-    (m * 2^j - 1, m * 2^j, m * 2^j + 1; 256, 255, 257, then 128, ..., 64, 192, ...), inside the range."""
+    """The range's ends, then the multiples of each power of two from the largest down to 8 with their
+    neighbours (m * 2^j - 1, m * 2^j, m * 2^j + 1) inside the range, taken in rounds: every block size's first
+    multiple (256, 128, 64, 32, 16, 8 and their neighbours), then every block size's second, and so on. In
+    1..4096, T = 33 (T % 64 == 33) is then among the first 50 edges, where taking each block size's multiples
+    all at once put it after the 381 edges of the blocks from 4096 down to 64."""
     lo, hi = space.start, space.stop - 1
     edges = [hi, hi - 1]
+    blocks = []
     block = 1 << (hi - lo).bit_length()
     while block >= 8:
-        first = -(-max(lo, 1) // block) * block  # the first multiple of block at or above lo (and above 0)
-        for m in range(first, hi + 2, block):
-            edges += [m, m - 1, m + 1]
+        blocks.append(block)
         block //= 2
+    firsts = {b: -(-max(lo, 1) // b) * b for b in blocks}  # the first multiple at or above lo (and above 0)
+    for round_ in itertools.count():
+        added = False
+        for b in blocks:
+            m = firsts[b] + round_ * b
+            if m <= hi + 1:
+                edges += [m, m - 1, m + 1]
+                added = True
+        if not added:
+            break
     return [e for e in dict.fromkeys(edges) if lo <= e <= hi]
 
 

@@ -6,7 +6,8 @@ one dimension that shows only where another is a multiple of 8), pairs of edges,
 
     python3 reports/measurements/cpu-2026-12-01-session7-search/search_power.py [SEEDS]
     ROOT=/a/checkout/of/another/tree python3 .../search_power.py [SEEDS]   (that tree's harness/search.py)
-Prints per bug: found/seeds, and the median number of sizes checked when found.
+Prints per bug: found/seeds, and the median number of sizes checked when found. A second argument keeps only
+the bugs of that space (or with that label).
 """
 import sys, dataclasses, statistics
 sys.path.insert(0, __import__("os").environ.get("ROOT") or str(__import__("pathlib").Path(__file__).resolve().parents[3]))
@@ -24,6 +25,7 @@ SPACES = {
     "routing": {"T": range(1, 65), "E": range(1, 17), "H": range(1, 33)},
     "gemm": {"T": range(2, 65), "E": range(2, 17), "topk": range(1, 5), "N": range(1, 161), "K": range(32, 289, 32)},
     "strategies": {"T": st.integers(1, 256), "H": st.integers(1, 128)},
+    "large": {"T": range(1, 4097), "H": range(1, 8193)},
 }
 BUGS = [
     ("combine", "T%64==33", lambda s: s["T"] % 64 == 33),
@@ -53,12 +55,18 @@ BUGS = [
     ("strategies", "T%64==33", lambda s: s["T"] % 64 == 33),
     ("strategies", "T%128==97", lambda s: s["T"] % 128 == 97),
     ("strategies", "H%64==63 and T>1", lambda s: s["H"] % 64 == 63 and s["T"] > 1),
+    ("large", "T%64==33", lambda s: s["T"] % 64 == 33),
+    ("large", "T%128==97", lambda s: s["T"] % 128 == 97),
+    ("large", "H%256==255", lambda s: s["H"] % 256 == 255),
+    ("large", "T%1024==513", lambda s: s["T"] % 1024 == 513),
+    ("large", "T%64==33 and H%8==0", lambda s: s["T"] % 64 == 33 and s["H"] % 8 == 0),
+    ("large", "H>4096 and H%16==1", lambda s: s["H"] > 4096 and s["H"] % 16 == 1),
 ]
 def make(seed, device, **kw): return {}
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
 only = sys.argv[2] if len(sys.argv) > 2 else ""
 for index, (space, label, pred) in enumerate(BUGS):
-    if only and only not in label:
+    if only and only not in (space, label):
         continue
     found, checks = 0, []
     for seed in range(seeds):
