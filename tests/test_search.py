@@ -231,6 +231,9 @@ def test_edges_first_is_every_value_once_with_block_edges_early() -> None:
     first = S.edges_first(range(1, 257))[:50]
     assert {1, 2, 3, 256, 255, 128, 127, 129, 64, 63, 65, 32, 33, 96, 97} <= set(first)
     assert S.edges_first(range(1, 265))[:4] == [1, 264, 2, 263]  # the range's ends first
+    # Block edges in rounds (each block size's first multiple, then each one's second, ...): in 1..4096 the
+    # edges of the 32-row block come within the first 50 values, not after every multiple of 64 and above.
+    assert {33, 31, 65, 63, 129, 513, 2049} <= set(S.edges_first(range(1, 4097))[:50])
 
 
 def _fake_search(sizes: dict[str, range], fails: Callable[[dict[str, int]], bool], seed: int = 0) -> Result:
