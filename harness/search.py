@@ -14,15 +14,16 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
      once more with the others at their aligned values (H = 256, T = 64: a kernel's vectorised path), round-
      robin over the dimensions, each dimension's values in `edges_first` order (small values interleaved with
      the block edges: the first multiple of 256, 128, ..., 8 with its neighbours, then the second, ...), then
-     pairs of two dimensions' first values crossed, for what the budget leaves. A range, `st.integers(lo, hi)` and `st.sampled_from` of ints are
-     swept alike (`sweepable`). Edges such as T % 64 == 33 sit at one value in 64 that random draws miss: 40
-     seeded runs of 300 Hypothesis examples over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and
-     100 examples missed it in 25 of 40. With a fake check, 10 seeds each
-     (reports/measurements/cpu-2026-12-01-session7-search), the default counts find 30 of 33 listed edge bugs
-     10 times in 10, among them T % 64 == 33 only where H % 8 == 0 (0 in 10 with simplest-value lines alone)
-     and T % 128 == 97 in a space written with st.integers (1 in 10 from Hypothesis's draws alone); two edges
-     inside two ranges at once (T % 32 == 1 with H % 8 == 3: 1 in 10) and an edge deep in 1..4096
-     (T % 128 == 97: 2 in 10) are left to Hypothesis's draws, and found by the nightly counts;
+     pairs of two dimensions' first values crossed, for what the budget leaves. A range, `st.integers(lo,
+     hi)`, `st.sampled_from` of ints and their `.map` / `.filter` are swept alike (`sweepable`). Edges such as
+     T % 64 == 33 sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples
+     over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40.
+     With a fake check, 10 seeds each (reports/measurements/cpu-2026-12-01-session7-search), the default
+     counts find 33 of 36 listed edge bugs 10 times in 10, among them T % 64 == 33 only where H % 8 == 0 (0
+     in 10 with simplest-value lines alone) and T % 128 == 97 in a space written with st.integers (1 in 10
+     from Hypothesis's draws alone); two edges inside two ranges at once (T % 32 == 1 with H % 8 == 3: 1 in
+     10) and an edge deep in 1..4096 (T % 128 == 97: 2-3 in 10) are left to Hypothesis's draws, and found by
+     the nightly counts;
   2. where the sweep found nothing, Hypothesis generates sizes (`hypothesis.find`: combinations of
      dimensions, strategy dimensions; half of each swept dimension's draws from its edge values) and, at the
      first failure, shrinks it;
@@ -47,6 +48,7 @@ one-line repro, `graphsafe repro NAME --sizes T=33,E=2 --seed S`.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import itertools
@@ -170,21 +172,37 @@ MAX_SWEPT_STRATEGY_VALUES = 1 << 16
 
 def sweepable(space: Any) -> Sequence[int] | None:
     """The ordered values a dimension's sweep walks, or None for a dimension only Hypothesis draws: a range as
-    it is; `st.integers(lo, hi)` as range(lo, hi + 1) and `st.sampled_from([...])` of ints as its sorted values
-    (neither mapped nor filtered), so that a size space written with strategies gets the same sweep, corners
-    and minimisation as one written with ranges."""
+    it is; `st.integers(lo, hi)` as range(lo, hi + 1), `st.sampled_from([...])` of ints as its sorted values,
+    and such a strategy's `.filter(f)` or `.map(f)` as the values it can produce (f applied to each), so that a
+    size space written with strategies gets the same sweep, corners and minimisation as one written with
+    ranges. A strategy this cannot read (a composite, a predicate or function that raises) is left to
+    Hypothesis."""
     if isinstance(space, range):
         return space
-    inner = getattr(space, "wrapped_strategy", space)  # st.integers returns a lazy wrapper
+    inner = getattr(space, "wrapped_strategy", space)  # st.integers and friends return a lazy wrapper
     kind = type(inner).__name__
-    if kind == "IntegersStrategy":
-        lo, hi = getattr(inner, "start", None), getattr(inner, "end", None)
-        if isinstance(lo, int) and isinstance(hi, int) and 0 < hi - lo + 1 <= MAX_SWEPT_STRATEGY_VALUES:
-            return range(lo, hi + 1)
-    elif kind == "SampledFromStrategy" and not getattr(inner, "_transformations", ()):
-        elements = tuple(getattr(inner, "elements", ()))
-        if elements and all(type(v) is int for v in elements) and len(elements) <= MAX_SWEPT_STRATEGY_VALUES:
-            return tuple(sorted(set(elements)))
+    values: list[Any] | None = None
+    try:
+        if kind == "IntegersStrategy":
+            lo, hi = getattr(inner, "start", None), getattr(inner, "end", None)
+            if isinstance(lo, int) and isinstance(hi, int) and 0 < hi - lo + 1 <= MAX_SWEPT_STRATEGY_VALUES:
+                return range(lo, hi + 1)
+        elif kind == "SampledFromStrategy" and not getattr(inner, "_transformations", ()):
+            values = list(getattr(inner, "elements", ()))
+        elif kind == "FilteredStrategy":
+            base = sweepable(getattr(inner, "filtered_strategy", None))
+            conditions = tuple(getattr(inner, "flat_conditions", ()))
+            if base is not None and conditions:
+                values = [v for v in base if all(condition(v) for condition in conditions)]
+        elif kind == "MappedStrategy":
+            base = sweepable(getattr(inner, "mapped_strategy", None))
+            pack = getattr(inner, "pack", None)
+            if base is not None and callable(pack):
+                values = [pack(v) for v in base]
+    except Exception:  # a user's predicate or function: whatever it raises, the draws stay Hypothesis's
+        return None
+    if values and all(type(v) is int for v in values) and len(values) <= MAX_SWEPT_STRATEGY_VALUES:
+        return tuple(sorted(set(values)))
     return None
 
 
@@ -375,16 +393,13 @@ def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
     return dict(find(strategy(sizes_space), lambda _: True, settings=config, random=random.Random(seed)))
 
 
-def _block_edges(space: range) -> list[int]:
-    """The range's ends, then the multiples of each power of two from the largest down to 8 with their
-    neighbours (m * 2^j - 1, m * 2^j, m * 2^j + 1) inside the range, taken in rounds: every block size's first
-    multiple (256, 128, 64, 32, 16, 8 and their neighbours), then every block size's second, and so on. In
-    1..4096, T = 33 (T % 64 == 33) is then among the first 50 edges, where taking each block size's multiples
-    all at once put it after the 381 edges of the blocks from 4096 down to 64."""
-    lo, hi = space.start, space.stop - 1
-    edges = [hi, hi - 1]
+def _block_multiples(lo: int, hi: int) -> Iterator[int]:
+    """The multiples of each power of two from the largest down to 8 inside lo..hi + 1, in rounds: every block
+    size's first multiple (256, 128, 64, 32, 16, 8), then every block size's second, and so on. In 1..4096,
+    32 is then among the first 10 multiples, where taking each block size's multiples all at once put it
+    after the 127 multiples of the blocks from 4096 down to 64."""
     blocks = []
-    block = 1 << (hi - lo).bit_length()
+    block = 1 << max(hi - lo, 1).bit_length()
     while block >= 8:
         blocks.append(block)
         block //= 2
@@ -392,34 +407,69 @@ def _block_edges(space: range) -> list[int]:
     pending = {b: -(-max(lo, 1) // b) * b for b in blocks}
     while pending:
         for b, m in list(pending.items()):
-            edges += [m, m - 1, m + 1]
+            yield m
             if m + b <= hi + 1:
                 pending[b] = m + b
             else:
                 del pending[b]
+
+
+def _block_edges(space: range) -> list[int]:
+    """A step-1 range's ends, then each block multiple (`_block_multiples`) with its neighbours m - 1, m + 1."""
+    lo, hi = space.start, space.stop - 1
+    edges = [hi, hi - 1]
+    for m in _block_multiples(lo, hi):
+        edges += [m, m - 1, m + 1]
     return [e for e in dict.fromkeys(edges) if lo <= e <= hi]
 
 
+# A sweep of at most this many values (a sampled list, a stepped range) counts every value as an edge.
+FEW_VALUES = 16
+
+
+def _edges_in(values: Sequence[int]) -> list[int]:
+    """The block edges of a swept dimension: a step-1 range's `_block_edges`; for other ascending values (a
+    stepped range, a sampled list, a mapped or filtered strategy's values) the largest two, then each block
+    multiple among them with the values just below and above it (T = 30, 32, 34 among the even token counts)."""
+    if isinstance(values, range) and values.step == 1:
+        return _block_edges(values)
+    ordered = list(values)
+    edges = ordered[-1:-3:-1]
+    for m in _block_multiples(ordered[0], ordered[-1]):
+        i = bisect.bisect_left(ordered, m)
+        at = i < len(ordered) and ordered[i] == m
+        if at:
+            edges.append(m)
+        if i > 0:
+            edges.append(ordered[i - 1])
+        after = i + 1 if at else i
+        if after < len(ordered):
+            edges.append(ordered[after])
+    return list(dict.fromkeys(edges))
+
+
 def edge_values(values: Sequence[int]) -> list[int]:
-    """The values a kernel's path changes at: a step-1 range's block edges and its eight smallest values
-    (a count of 1..8 rows, experts or lanes); any other sweep's values all (they are few and chosen)."""
-    if isinstance(values, range) and values.step == 1 and len(values) > 2:
-        return list(dict.fromkeys([*values[:8], *_block_edges(values)]))
-    return list(values)
+    """The values a kernel's path changes at: the eight smallest (a count of 1..8 rows, experts or lanes) and
+    the block edges among the values of a step-1 range longer than 2, or of any other sweep longer than
+    FEW_VALUES; every value of a shorter one (its values were chosen)."""
+    long_range = isinstance(values, range) and values.step == 1 and len(values) > 2
+    if not long_range and len(values) <= FEW_VALUES:
+        return list(values)
+    return list(dict.fromkeys([*values[:8], *_edges_in(values)]))
 
 
 def edges_first(space: Sequence[int]) -> list[int]:
-    """Every value of a swept dimension once, in the sweep's order: for a step-1 range the smallest values
-    ascending, interleaved with the block edges where kernels change path (`_block_edges`); other sweeps
-    ascending. Ascending alone reaches T = 97 in 1..256 after 97 values of T, past the default budget with
-    three dimensions; the block edges that the seeds' bugs sat on come within its first 50 values here."""
+    """Every value of a swept dimension once, in the sweep's order: the smallest values ascending, interleaved
+    with the block edges among the values (`_block_edges`), where kernels change path. Ascending alone
+    reaches T = 97 in 1..256 after 97 values of T, past the default budget with three dimensions; the block
+    edges that the seeds' bugs sat on come within its first 50 values here."""
     values = list(space)
-    if not isinstance(space, range) or space.step != 1 or len(values) <= 2:
+    if len(values) <= 2:
         return values
     # Alternately the next small value and the next edge not taken yet.
     ordered: list[int] = []
     seen: set[int] = set()
-    queues = (iter(values), iter(_block_edges(space)))
+    queues = (iter(values), iter(_edges_in(space)))
     while len(ordered) < len(values):
         for queue in queues:
             value = next((v for v in queue if v not in seen), None)

@@ -308,6 +308,18 @@ def test_block_edges_and_corners_are_found_within_the_default_counts(
         # a space written with Hypothesis strategies is swept like ranges (sweepable)
         ({"T": st.integers(1, 256), "H": st.integers(1, 128)}, lambda s: s["T"] % 128 == 97, "T=97,H=1"),
         ({"T": st.sampled_from([1, 8, 33, 64]), "H": st.integers(1, 64)}, lambda s: s["T"] == 33, "T=33,H=1"),
+        # even token counts only, written as a mapped strategy: its block edges (a multiple and the values
+        # beside it, 128 and 126, 130) are swept too, and again at the aligned H
+        (
+            {"T": st.integers(1, 256).map(lambda v: 2 * v), "H": st.integers(1, 64)},
+            lambda s: s["T"] % 256 == 130,
+            "T=130,H=1",
+        ),
+        (
+            {"T": st.integers(1, 256).map(lambda v: 2 * v), "H": st.integers(1, 64)},
+            lambda s: s["T"] % 64 == 34 and s["H"] % 8 == 0,
+            "T=34,H=8",
+        ),
     ],
 )
 def test_edges_on_an_aligned_path_and_in_strategy_spaces_are_found(
@@ -315,7 +327,8 @@ def test_edges_on_an_aligned_path_and_in_strategy_spaces_are_found(
 ) -> None:
     """Method: the fake check fails exactly at the bug's sizes; each must be found within the default counts
     for three seeds. On the sweep before this test (lines at the simplest values only, strategy dimensions
-    left to Hypothesis) the first two were found 0 times in 10 and the third 1 time in 10."""
+    left to Hypothesis) the first two were found 0 times in 10 and the third 1 time in 10; before mapped
+    strategies were swept, the last two 1 time in 10 each."""
     for seed in range(3):
         result = _fake_search(sizes, fails, seed)  # type: ignore[arg-type]
         assert result.verdict == "uninitialized", (seed, result.detail)
@@ -348,12 +361,14 @@ def test_sweepable_dimensions() -> None:
     assert S.sweepable(range(1, 5)) == range(1, 5)
     assert S.sweepable(st.integers(3, 9)) == range(3, 10)
     assert S.sweepable(st.sampled_from([8, 1, 8, 4])) == (1, 4, 8)
-    # Not swept: unbounded, mapped, filtered, non-int, or wider than MAX_SWEPT_STRATEGY_VALUES.
+    assert S.sweepable(st.integers(1, 9).map(lambda v: 2 * v)) == (2, 4, 6, 8, 10, 12, 14, 16, 18)
+    assert S.sweepable(st.integers(1, 9).filter(lambda v: v % 2)) == (1, 3, 5, 7, 9)
+    # Not swept: unbounded, non-int, wider than MAX_SWEPT_STRATEGY_VALUES, a function that raises.
     for space in (
         st.integers(min_value=1),
-        st.integers(1, 9).map(lambda v: 2 * v),
-        st.integers(1, 9).filter(lambda v: v % 2),
         st.sampled_from([1.0, 2.0]),
+        st.integers(1, 9).map(lambda v: v / 2),
+        st.integers(1, 9).map(lambda v: v // 0),
         st.integers(1, S.MAX_SWEPT_STRATEGY_VALUES + 1),
     ):
         assert S.sweepable(space) is None, space

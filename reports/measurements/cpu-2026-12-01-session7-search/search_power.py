@@ -26,6 +26,7 @@ SPACES = {
     "gemm": {"T": range(2, 65), "E": range(2, 17), "topk": range(1, 5), "N": range(1, 161), "K": range(32, 289, 32)},
     "strategies": {"T": st.integers(1, 256), "H": st.integers(1, 128)},
     "large": {"T": range(1, 4097), "H": range(1, 8193)},
+    "mapped": {"T": st.integers(1, 256).map(lambda v: 2 * v), "H": st.integers(1, 64)},
 }
 BUGS = [
     ("combine", "T%64==33", lambda s: s["T"] % 64 == 33),
@@ -61,6 +62,9 @@ BUGS = [
     ("large", "T%1024==513", lambda s: s["T"] % 1024 == 513),
     ("large", "T%64==33 and H%8==0", lambda s: s["T"] % 64 == 33 and s["H"] % 8 == 0),
     ("large", "H>4096 and H%16==1", lambda s: s["H"] > 4096 and s["H"] % 16 == 1),
+    ("mapped", "T%128==66", lambda s: s["T"] % 128 == 66),
+    ("mapped", "T%256==130", lambda s: s["T"] % 256 == 130),
+    ("mapped", "T%64==34 and H%8==0", lambda s: s["T"] % 64 == 34 and s["H"] % 8 == 0),
 ]
 def make(seed, device, **kw): return {}
 seeds = int(sys.argv[1]) if len(sys.argv) > 1 else 10
