@@ -172,8 +172,9 @@ MAX_SWEPT_STRATEGY_VALUES = 1 << 16
 
 def sweepable(space: Any) -> Sequence[int] | None:
     """The ordered values a dimension's sweep walks, or None for a dimension only Hypothesis draws: a range as
-    it is; `st.integers(lo, hi)` as range(lo, hi + 1), `st.sampled_from([...])` of ints as its sorted values,
-    and such a strategy's `.filter(f)` or `.map(f)` as the values it can produce (f applied to each), so that a
+    it is; `st.integers(lo, hi)` as range(lo, hi + 1), `st.sampled_from([...])` and `st.just(v)` of ints as
+    their sorted values, `st.one_of(...)` (or `a | b`) of such strategies as the union of theirs, and a
+    strategy's `.filter(f)` or `.map(f)` as the values it can produce (f applied to each), so that a
     size space written with strategies gets the same sweep, corners and minimisation as one written with
     ranges. A strategy this cannot read (a composite, a predicate or function that raises) is left to
     Hypothesis."""
@@ -187,8 +188,12 @@ def sweepable(space: Any) -> Sequence[int] | None:
             lo, hi = getattr(inner, "start", None), getattr(inner, "end", None)
             if isinstance(lo, int) and isinstance(hi, int) and 0 < hi - lo + 1 <= MAX_SWEPT_STRATEGY_VALUES:
                 return range(lo, hi + 1)
-        elif kind == "SampledFromStrategy" and not getattr(inner, "_transformations", ()):
+        elif kind in ("SampledFromStrategy", "JustStrategy") and not getattr(inner, "_transformations", ()):
             values = list(getattr(inner, "elements", ()))
+        elif kind == "OneOfStrategy":
+            branches = [sweepable(branch) for branch in getattr(inner, "original_strategies", ())]
+            if branches and all(branch is not None for branch in branches):
+                values = [v for branch in branches if branch is not None for v in branch]
         elif kind == "FilteredStrategy":
             base = sweepable(getattr(inner, "filtered_strategy", None))
             conditions = tuple(getattr(inner, "flat_conditions", ()))

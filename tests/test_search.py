@@ -363,6 +363,9 @@ def test_sweepable_dimensions() -> None:
     assert S.sweepable(st.sampled_from([8, 1, 8, 4])) == (1, 4, 8)
     assert S.sweepable(st.integers(1, 9).map(lambda v: 2 * v)) == (2, 4, 6, 8, 10, 12, 14, 16, 18)
     assert S.sweepable(st.integers(1, 9).filter(lambda v: v % 2)) == (1, 3, 5, 7, 9)
+    assert S.sweepable(st.just(7)) == (7,)
+    assert S.sweepable(st.just(1) | st.integers(60, 64)) == (1, 60, 61, 62, 63, 64)
+    assert S.sweepable(st.one_of(st.just(1), st.integers(min_value=2))) is None  # one branch unbounded
     # Not swept: unbounded, non-int, wider than MAX_SWEPT_STRATEGY_VALUES, a function that raises.
     for space in (
         st.integers(min_value=1),
