@@ -294,7 +294,8 @@ def _native_library(out: torch.Tensor, ref: torch.Tensor | None = None) -> Any:
     """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
     both are contiguous arrays on that one device, else None. Asked once per comparison, so it reads the
     tensors' flags (`is_cuda`, `is_cpu`) rather than `device.type`, which costs several times as much
-    (0.7 us against 0.1 us on the 2-core build box, torch 2.13)."""
+    (0.45-0.72 us against 0.08-0.1 us on the 2-core build box, torch 2.13:
+    reports/measurements/cpu-2026-12-01-session7-scan)."""
     if not out.is_contiguous():
         return None
     if ref is not None and (not ref.is_contiguous() or ref.device != out.device):

@@ -151,15 +151,13 @@ def strategy(sizes: Mapping[str, Any], *, edge_biased: bool = False) -> Any:
     from hypothesis import strategies as st
 
     def one(space: Any) -> Any:
-        values = sweepable(space)
         if isinstance(space, range):
             uniform = st.integers(space.start, space.stop - 1) if space.step == 1 else st.sampled_from(space)
         else:
             uniform = space
-        if edge_biased and values is not None:
-            edges = edge_values(values)
-            if edges:
-                return st.one_of(uniform, st.sampled_from(edges))
+        values = sweepable(space) if edge_biased else None
+        if values is not None:
+            return st.one_of(uniform, st.sampled_from(edge_values(values)))
         return uniform
 
     return st.fixed_dictionaries({name: one(space) for name, space in sizes.items()})
@@ -401,8 +399,8 @@ def _simplest(sizes_space: Mapping[str, Any], seed: int) -> dict[str, int]:
 def _block_multiples(lo: int, hi: int) -> Iterator[int]:
     """The multiples of each power of two from the largest down to 8 inside lo..hi + 1, in rounds: every block
     size's first multiple (256, 128, 64, 32, 16, 8), then every block size's second, and so on. In 1..4096,
-    32 is then among the first 10 multiples, where taking each block size's multiples all at once put it
-    after the 127 multiples of the blocks from 4096 down to 64."""
+    32 is then the 8th multiple, where taking each block size's multiples all at once put it after every
+    multiple of 64 (T = 33 was the 194th block edge, now the 23rd)."""
     blocks = []
     block = 1 << max(hi - lo, 1).bit_length()
     while block >= 8:
@@ -432,12 +430,15 @@ def _block_edges(space: range) -> list[int]:
 FEW_VALUES = 16
 
 
-def _edges_in(values: Sequence[int]) -> list[int]:
+@functools.lru_cache(maxsize=64)
+def _edges_in(values: Sequence[int]) -> tuple[int, ...]:
     """The block edges of a swept dimension: a step-1 range's `_block_edges`; for other ascending values (a
     stepped range, a sampled list, a mapped or filtered strategy's values) the largest two, then each block
-    multiple among them with the values just below and above it (T = 30, 32, 34 among the even token counts)."""
+    multiple among them with the values just below and above it (T = 30, 32, 34 among the even token counts).
+    Kept per dimension (ranges and tuples are hashable): a search asks for them from its sweep order, its
+    edge set and its Hypothesis strategy, and 1..10^7 takes seconds."""
     if isinstance(values, range) and values.step == 1:
-        return _block_edges(values)
+        return tuple(_block_edges(values))
     ordered = list(values)
     edges = ordered[-1:-3:-1]
     for m in _block_multiples(ordered[0], ordered[-1]):
@@ -450,7 +451,7 @@ def _edges_in(values: Sequence[int]) -> list[int]:
         after = i + 1 if at else i
         if after < len(ordered):
             edges.append(ordered[after])
-    return list(dict.fromkeys(edges))
+    return tuple(dict.fromkeys(edges))
 
 
 def edge_values(values: Sequence[int]) -> list[int]:
@@ -460,12 +461,13 @@ def edge_values(values: Sequence[int]) -> list[int]:
     long_range = isinstance(values, range) and values.step == 1 and len(values) > 2
     if not long_range and len(values) <= FEW_VALUES:
         return list(values)
-    return list(dict.fromkeys([*values[:8], *_edges_in(values)]))
+    hashable = values if isinstance(values, (range, tuple)) else tuple(values)
+    return list(dict.fromkeys([*values[:8], *_edges_in(hashable)]))
 
 
 def edges_first(space: Sequence[int]) -> list[int]:
     """Every value of a swept dimension once, in the sweep's order: the smallest values ascending, interleaved
-    with the block edges among the values (`_block_edges`), where kernels change path. Ascending alone
+    with the block edges among the values (`_edges_in`), where kernels change path. Ascending alone
     reaches T = 97 in 1..256 after 97 values of T, past the default budget with three dimensions; the block
     edges that the seeds' bugs sat on come within its first 50 values here."""
     values = list(space)
@@ -474,7 +476,7 @@ def edges_first(space: Sequence[int]) -> list[int]:
     # Alternately the next small value and the next edge not taken yet.
     ordered: list[int] = []
     seen: set[int] = set()
-    queues = (iter(values), iter(_edges_in(space)))
+    queues = (iter(values), iter(_edges_in(space if isinstance(space, (range, tuple)) else tuple(values))))
     while len(ordered) < len(values):
         for queue in queues:
             value = next((v for v in queue if v not in seen), None)
@@ -568,14 +570,12 @@ def _sweep_phase(s: _Search, base: dict[str, int]) -> dict[str, int] | None:
 def _minimise(s: _Search, failing: dict[str, int]) -> dict[str, int]:
     """Smallest value of each swept dimension (the others fixed) that still fails, until nothing changes."""
     assert s.case.sizes is not None
+    swept = {name: values for name, space in s.case.sizes.items() if (values := sweepable(space)) is not None}
     current = dict(failing)
     changed = True
     while changed:
         changed = False
-        for name, space in s.case.sizes.items():
-            values = sweepable(space)
-            if values is None:
-                continue
+        for name, values in swept.items():
             for value in values:
                 if value >= current[name] or s.shrink_checks >= s.budget.shrink_checks:
                     break
