@@ -108,6 +108,15 @@ class CheckStore:
         self._inputs: dict[int, dict[str, torch.Tensor]] = {}
         self._references: dict[int, list[torch.Tensor]] = {}
         self._bytes = 0
+        self._callable_checked = False
+
+    def check_callable(self, inputs: dict[str, torch.Tensor]) -> None:
+        """The op takes the inputs by name (`_check_callable`), once per check: every pattern passes the same
+        names, and inspect.signature took 50 us a pattern on the H200 (reports/measurements/
+        h200-2026-12-02-session8, call A)."""
+        if not self._callable_checked:
+            _check_callable(self._case, inputs)
+            self._callable_checked = True
 
     def inputs(self, seed: int) -> dict[str, torch.Tensor]:
         kept = self._inputs.get(seed)
@@ -300,7 +309,7 @@ def _check_pattern(
     inputs_a = store.inputs(seed_a)
     inputs_b = InputsOnDemand(case, be, seed_a, inputs_a, seeds_b, validated, store)
     inputs_b[0]  # made before the generator state below is taken, as every later B is
-    _check_callable(case, inputs_a)
+    store.check_callable(inputs_a)
 
     # 1b. The hidden-state probe: eager B_0 before the op has seen A, from the generator state replay 0 and
     # its eager call will start from too. The probe's changes to the op's Python state are undone, so the

@@ -360,10 +360,10 @@ class GpuBackend(GraphBackend):
         self._side_stream = torch.cuda.Stream(self.device)
         self._capture_stream = torch.cuda.Stream(self.device)
         self._eager_pool: Any = None
-        self._eager_ctx: Any = None
-        self._eager_open: Any = None  # the _LIFE.opened() context counting the eager pool context
+        self._eager_ctx: Any = None  # the eager pool's id while its allocation context is open (_open_eager)
         self._shared: tuple[Any, Any] | None = None  # (pool, pool id) inside shared_pool(), else None
         self._spare_events: list[Any] = []  # timing events whose times were read (`mark`, `elapsed_ms`)
+        self._streams: dict[int, Any] = {}  # stream id -> torch.cuda.Stream, for `mark`
 
     # ------------------------------------------------------------------------------------- poisoning
     @contextlib.contextmanager
@@ -420,28 +420,35 @@ class GpuBackend(GraphBackend):
             fault = fault or exc
         return fault
 
+    # The eager pool's context is what torch.cuda.use_mem_pool does on entry and exit (torch/cuda/memory.py:
+    # beginAllocateCurrentThreadToPool; endAllocateToPool and releasePool), made as the three C calls it wraps:
+    # a check opens and closes it 11 times (around captures and kept allocations), and the generator-based
+    # context manager with its device lookup took 24 us a pair on the H200 (reports/measurements/
+    # h200-2026-12-02-session8, call A: _open_eager + _close_eager 0.27 ms of a 7.4 ms check).
     def _open_eager(self) -> None:
         if self._eager_pool is None or self._eager_ctx is not None:
             return
-        counter = _LIFE.opened()
-        counter.__enter__()
+        pool_id = self._eager_pool.id
+        with _LIFE.lock:
+            _LIFE.open += 1  # as _LIFE.opened(): drain() waits while the context is open
         try:
-            ctx = torch.cuda.use_mem_pool(self._eager_pool, self.device)
-            ctx.__enter__()
+            torch._C._cuda_beginAllocateCurrentThreadToPool(self.device.index, pool_id)
         except BaseException:
-            counter.__exit__(None, None, None)
+            with _LIFE.lock:
+                _LIFE.open -= 1
             raise
-        self._eager_ctx, self._eager_open = ctx, counter
+        self._eager_ctx = pool_id
 
     def _close_eager(self) -> None:
         if self._eager_ctx is None:
             return
-        ctx, counter = self._eager_ctx, self._eager_open
-        self._eager_ctx = self._eager_open = None
+        pool_id, self._eager_ctx = self._eager_ctx, None
         try:
-            ctx.__exit__(None, None, None)
+            torch._C._cuda_endAllocateToPool(self.device.index, pool_id)
+            torch._C._cuda_releasePool(self.device.index, pool_id)
         finally:
-            counter.__exit__(None, None, None)
+            with _LIFE.lock:
+                _LIFE.open -= 1
 
     @contextlib.contextmanager
     def _eager_suspended(self) -> Iterator[None]:
@@ -619,12 +626,18 @@ class GpuBackend(GraphBackend):
         """A timing event recorded on the current stream: no wait, so a replay and the eager call after it are
         timed on the device without a synchronization of their own each. Events are reused once read."""
         event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
-        # The current stream from its C accessor: torch.cuda.current_stream() resolves the device index in
-        # Python first (most of a mark's cost, harness/scan.py _raw_stream says the same of its raw handle).
+        # The current stream from its C accessor, and its Stream object made once per stream: resolving the
+        # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's 11 us on
+        # the H200 (24 marks per check; reports/measurements/h200-2026-12-02-session8, call A).
         stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
-        event.record(
-            torch.cuda.Stream(stream_id=stream_id, device_index=device_index, device_type=device_type)
-        )
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            if len(self._streams) >= 64:  # an op's external streams have ids of their own: keep the map small
+                self._streams.clear()
+            stream = self._streams[stream_id] = torch.cuda.Stream(
+                stream_id=stream_id, device_index=device_index, device_type=device_type
+            )
+        torch._C._CudaEventBase.record(event, stream)
         return event
 
     def elapsed_ms(self, start: Any, end: Any) -> float:
