@@ -46,6 +46,7 @@ from harness.runner import (
     remember_case_seconds,
     run_in_process,
     run_isolated,
+    slot_seconds,
     start_workers,
     stop_workers,
 )
@@ -445,6 +446,7 @@ def run_verify(
         state["progress"].update(result.case, result.ok)
 
     stopped: str | None = None
+    respawns: dict[str, float] = {}  # run_isolated: seconds a replacement worker took to start, per case
     previous_term = _raise_on_sigterm()
     try:
         _prebuild(cases, backend)  # inside: a failure or an interrupt here still releases the report dir
@@ -465,6 +467,7 @@ def run_verify(
                 validated=start_writing,
                 expected_seconds=case_seconds_history(backend),
                 started=started,
+                respawns=respawns,
             )
     except Interrupted as exc:
         stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
@@ -504,7 +507,7 @@ def run_verify(
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
             clock.mark("reports")
             clock.write(run_dir, jobs)
-            remember_case_seconds(backend, clock.case_seconds())
+            remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
         claim.release()
         _restore_signals(held)
     return writer.results, run_dir, status

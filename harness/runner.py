@@ -159,6 +159,9 @@ class _Worker:
     buffer: bytes = b""
     ready: bool = False
     retiring: bool = False
+    spawned: float = field(default_factory=time.monotonic)
+    last_case: str = ""  # the case assigned last: a worker that dies or is killed is replaced on its account
+    replaces: str = ""  # the case whose worker this one replaces, until it is ready
     validating: bool = False
     # The worker's last stderr lines (it is forwarded to ours as it comes): a crash's detail quotes them.
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL_LINES))
@@ -232,10 +235,13 @@ def run_isolated(
     validated: Callable[[list[Validated]], None] | None = None,
     expected_seconds: Mapping[str, float] | None = None,
     started: StartedWorkers | None = None,
+    respawns: dict[str, float] | None = None,
 ) -> None:
     """Run `cases` in `jobs` worker processes; raises CaseError for a malformed case (after stopping workers).
     `expected_seconds` (case_seconds_history): with several workers, cases start longest first. `started`: workers `start_workers`
     spawned for the same sources and suites before the cases were loaded here (stopped by this call).
+    `respawns`, when given, receives for each case whose worker was killed or retired the seconds its
+    replacement took to start (`slot_seconds` adds them to the case's own for the next run's order).
 
     Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
     runs anything: together they must register every case in `cases`. A case file that changed since
@@ -252,8 +258,9 @@ def run_isolated(
     to_validate = list(cases) if validated is not None else []
     checked: list[Validated] = []
 
-    def start(index: int) -> None:
+    def start(index: int, replaces: str = "") -> None:
         workers[index] = _spawn(index, load, devices, jobs, selector)
+        workers[index].replaces = replaces
 
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
@@ -273,6 +280,10 @@ def run_isolated(
                 validate_done(worker, message)
             else:
                 _handle(worker, message, options, finish)
+                if worker.ready and worker.replaces:
+                    if respawns is not None:
+                        respawns[worker.replaces] = time.monotonic() - worker.spawned
+                    worker.replaces = ""
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             if isinstance(exc, CaseError):
                 raise
@@ -345,7 +356,7 @@ def run_isolated(
                         )
                     busy = any(w.case is not None for w in workers.values() if w is not worker)
                     if pending or to_validate or busy:
-                        start(index)
+                        start(index, replaces=worker.last_case)
                     else:
                         del workers[index]
                 elif case is not None and deadline is not None and now - worker.started > deadline:
@@ -353,7 +364,7 @@ def run_isolated(
                     _close(worker, selector)
                     worker_lost(worker, f"no result after {deadline:.0f} s; worker killed")
                     if pending or to_validate:
-                        start(index)
+                        start(index, replaces=worker.last_case)
                     else:
                         del workers[index]
     finally:
@@ -390,6 +401,15 @@ def _case_seconds_path() -> Path:
     from harness.native.build import cache_dir  # the machine's cache folder, beside the build cache
 
     return cache_dir() / "case_seconds.json"
+
+
+def slot_seconds(case_seconds: Mapping[str, float], respawns: Mapping[str, float]) -> dict[str, float]:
+    """What each case cost its worker slot: its own seconds, plus the start of the worker that replaced the
+    one it killed or retired. A timeout control took its 5 s deadline and then held its slot for 5.6 s more
+    while a new worker imported torch and the cases (H200, 8 workers: reports/measurements/
+    h200-2026-12-02-session8, call B); ordered by its own seconds it started mid-run, and the case its
+    replacement took next ended the run 5-7 s after every other worker."""
+    return {name: seconds + respawns.get(name, 0.0) for name, seconds in case_seconds.items()}
 
 
 def case_seconds_history(backend: str) -> dict[str, float]:
@@ -482,6 +502,7 @@ def _assign(worker: _Worker, case: Case, options: RunOptions, validate: bool = F
         "live_graphs": options.live_graphs,
     }
     worker.case = case
+    worker.last_case = case.name
     worker.validating = validate
     worker.started = time.monotonic()
     assert worker.proc.stdin is not None

@@ -202,6 +202,20 @@ def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Pa
     }
     assert sum(r["case"] == "iso_before" for r in rows) == 6  # 2 patterns x 3 replays, none lost
     assert sum(r["case"] == "iso_after" for r in rows) == 6
+    # The next run's order counts what each case cost its worker slot: a case whose worker was killed or
+    # retired also pays for its replacement's start (an import of torch and the cases: well over 0.1 s).
+    from harness.runner import case_seconds_history
+
+    own = {
+        line.split(",")[1]: float(line.split(",")[2])
+        for line in (out / "times.csv").read_text().splitlines()
+        if line.startswith("case,")
+    }
+    history = case_seconds_history("cpu")
+    for name in ("iso_crash", "iso_fault", "iso_hang"):
+        assert history[name] > own[name] + 0.1, (name, history[name], own[name])
+    for name in ("iso_before", "iso_after"):
+        assert history[name] == pytest.approx(own[name], abs=1e-3)
 
 
 def test_list_and_filter() -> None:
