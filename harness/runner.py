@@ -257,10 +257,31 @@ def run_isolated(
         _close(workers.pop(index), selector)
     to_validate = list(cases) if validated is not None else []
     checked: list[Validated] = []
+    # One spare worker per GPU (one in all on the CPU), started beside the others, takes the place of a worker
+    # that a timeout, a crash or a device fault ended: a new worker spends seconds importing torch and the
+    # cases before it can take a case (5.6-7.2 s each on the H200 with 8 workers, three times in every
+    # `make verify`: reports/measurements/h200-2026-12-02-session8, calls B and C). Only where a core is left
+    # for it: on a machine with no more cores than workers its start would slow theirs.
+    spare_slots = max(1, min(devices, jobs)) if jobs > 1 and (os.cpu_count() or 1) > jobs else 0
+    spares: dict[int, _Worker] = {}
+
+    def spawn_spare(slot: int) -> None:
+        spares[slot] = _spawn(slot, load, devices, jobs, selector)  # index `slot`: that slot's device
 
     def start(index: int, replaces: str = "") -> None:
-        workers[index] = _spawn(index, load, devices, jobs, selector)
-        workers[index].replaces = replaces
+        slot = index % devices if devices > 0 else 0
+        spare = spares.pop(slot, None)
+        if spare is not None and spare.proc.poll() is None:
+            spare.index, spare.spawned = index, time.monotonic()  # its wait, if any, counts from now
+            workers[index] = spare
+        else:
+            if spare is not None:  # it died before it was needed: replace it the ordinary way
+                _close(spare, selector)
+            workers[index] = _spawn(index, load, devices, jobs, selector)
+        if slot < spare_slots:
+            spawn_spare(slot)
+        # A spare that was ready took the case's place at once: nothing to charge to the case.
+        workers[index].replaces = "" if workers[index].ready else replaces
 
     def finish(worker: _Worker, result: Result) -> None:
         worker.case = None
@@ -309,7 +330,9 @@ def run_isolated(
     validating = validated is not None
     for index in range(max(1, min(jobs, len(cases)))):
         if index not in workers:
-            start(index)
+            workers[index] = _spawn(index, load, devices, jobs, selector)
+    for slot in range(spare_slots):
+        spawn_spare(slot)
     try:
         while pending or to_validate or any(w.case is not None for w in workers.values()):
             if validating and not to_validate and not any(w.validating for w in workers.values()):
@@ -368,7 +391,7 @@ def run_isolated(
                     else:
                         del workers[index]
     finally:
-        for worker in workers.values():
+        for worker in [*workers.values(), *spares.values()]:
             _kill(worker)
             _close(worker, selector)
         selector.close()

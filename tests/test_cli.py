@@ -218,6 +218,62 @@ def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Pa
         assert history[name] == pytest.approx(own[name], abs=1e-3)
 
 
+SPARE_CASES = textwrap.dedent(
+    """
+    import time
+    import torch
+    from harness import Case, register
+
+    def make(seed, device):
+        return {"x": torch.randn(4, generator=torch.Generator().manual_seed(seed))}
+
+    def hangs(x):
+        time.sleep(3600)
+        return x
+
+    def slow(x):
+        time.sleep(0.2)  # about 2 s a case: the replacement worker starts while they still run
+        return x + 1
+
+    # One at a time (`exclusive`): the three wait for the hang, so cases still pend when it is killed.
+    register(Case(name="TAG_hang", make_inputs=make, op=hangs, expect="timeout", deadline=3, exclusive="TAG"))
+    for i in range(3):
+        register(Case(name=f"TAG_after{i}", make_inputs=make, op=slow, exclusive="TAG"))
+    """
+)
+
+
+@pytest.mark.parametrize("cores", [16, 2])
+def test_a_worker_ended_by_a_timeout_is_replaced_by_the_spare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cores: int
+) -> None:
+    """With a core to spare, a run keeps one started worker aside: the worker a timeout ended is replaced by
+    it at once, so the case is charged no replacement start (`respawns`). With no core to spare (2 workers on
+    2 cores, the control) there is no spare, and the replacement's start is charged to the case."""
+    from harness import runner
+    from harness.case import load_case_source
+    from harness.records import Result
+
+    tag = f"spare{cores}"  # case names of their own per run: both runs register into this process
+    case_file = tmp_path / f"{tag}_cases.py"
+    case_file.write_text(SPARE_CASES.replace("TAG", tag))
+    cases = load_case_source(str(case_file))
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: cores)
+    results: list[Result] = []
+    respawns: dict[str, float] = {}
+    runner.run_isolated(
+        cases, [str(case_file)], runner.RunOptions(backend="cpu"), 2, 0, results.append, respawns=respawns
+    )
+    assert {r.case: r.verdict for r in results} == {
+        f"{tag}_hang": "timeout",
+        **{f"{tag}_after{i}": "pass" for i in range(3)},
+    }
+    if cores > 2:
+        assert respawns == {}, respawns
+    else:
+        assert respawns[f"{tag}_hang"] > 0.1, respawns
+
+
 def test_list_and_filter() -> None:
     proc = harness("list", "-k", "control_")
     assert (
