@@ -37,16 +37,11 @@ SHAPES = (
 
 
 def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
-    """Mean ms per call over `iters` back-to-back calls, the best of `trials` such runs, after one untimed run
-    of `iters` calls. Every column (the op, the copy peer, the torch peers) is timed the same way, so ratios
-    compare like with like; the best of 3 keeps one slow run (the copy peer varied 3.8-4.2 TB/s between
-    scripts on the H200, reports/measurements/h200-2026-11-30-session3) from moving a ratio. The untimed run:
-    a graph just captured replayed the MXFP8 DSv3-decode op at 0.301 ms per call through its first 60
-    replays and at 0.268 ms after them, with the same kernel time and 1.2 us gaps under the profiler
-    (reports/measurements/h200-2026-12-02-session8, call C, bench_graph_gap.py): a decode loop replays a
-    graph thousands of times, so the steady state is the figure."""
-    for _ in range(iters):
-        fn()
+    """Mean ms per call over `iters` back-to-back calls, the best of `trials` such runs. Every column
+    (the op, the copy peer, the torch peers) is timed the same way, so ratios compare like with like; the
+    best of 3 keeps one slow run (the copy peer varied 3.8-4.2 TB/s between scripts on the H200,
+    reports/measurements/h200-2026-11-30-session3) from moving a ratio."""
+    fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     best = float("inf")
