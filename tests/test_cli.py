@@ -339,6 +339,9 @@ def test_cases_start_longest_first_from_the_remembered_times(
     timed = {**history, "g1": 2.0, "g2": 4.0, "g3": 3.0}
     order = [c.name for c in longest_first(cases[:1] + cases[2:4] + grouped, timed)]
     assert order == ["b", "g2", "g3", "g1", "c", "a"]
+    # Never timed (a first run): the group first, in its order, then the rest in theirs.
+    untimed = [cases[1], grouped[0], cases[4], grouped[1], grouped[2]]
+    assert [c.name for c in longest_first(untimed, {})] == ["g1", "g2", "g3", "new1", "new2"]
     (tmp_path / "case_seconds.json").write_text("not json")
     assert case_seconds_history("gpu") == {}
 
