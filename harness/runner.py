@@ -252,7 +252,8 @@ def run_isolated(
     pending = longest_first(cases, expected_seconds or {}) if jobs > 1 else list(cases)
     pool = started if started is not None else start_workers(sources, suites, jobs, devices)
     load, selector, workers = pool.load, pool.selector, pool.workers
-    for index in [i for i in workers if i >= max(1, min(jobs, len(cases)))]:
+    active = max(1, min(jobs, len(cases)))  # the workers this run uses
+    for index in [i for i in workers if i >= active]:
         _kill(workers[index])  # started for more cases than were selected
         _close(workers.pop(index), selector)
     to_validate = list(cases) if validated is not None else []
@@ -262,7 +263,7 @@ def run_isolated(
     # cases before it can take a case (5.6-7.2 s each on the H200 with 8 workers, three times in every
     # `make verify`: reports/measurements/h200-2026-12-02-session8, calls B and C). Only where a core is left
     # for it: on a machine with no more cores than workers its start would slow theirs.
-    spare_slots = max(1, min(devices, jobs)) if jobs > 1 and (os.cpu_count() or 1) > jobs else 0
+    spare_slots = max(1, min(devices, active)) if active > 1 and (os.cpu_count() or 1) > active else 0
     spares: dict[int, _Worker] = {}
 
     def spawn_spare(slot: int) -> None:
@@ -328,7 +329,7 @@ def run_isolated(
         finish(worker, _failed(case, options, verdict, why + stderr_tail_text(worker)))
 
     validating = validated is not None
-    for index in range(max(1, min(jobs, len(cases)))):
+    for index in range(active):
         if index not in workers:
             workers[index] = _spawn(index, load, devices, jobs, selector)
     for slot in range(spare_slots):

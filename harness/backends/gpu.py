@@ -130,16 +130,23 @@ class _Lifetime:
             if not self.frees_forbidden:
                 self.frees_forbidden = why
 
-    @contextlib.contextmanager
-    def opened(self) -> Iterator[None]:
-        """Count a pool context or capture as open for the scope: drain() does nothing while any is."""
+    def enter(self) -> None:
+        """Count a pool context or capture as open until `leave`: drain() does nothing while any is."""
         with self.lock:
             self.open += 1
+
+    def leave(self) -> None:
+        with self.lock:
+            self.open -= 1
+
+    @contextlib.contextmanager
+    def opened(self) -> Iterator[None]:
+        """`enter` for the scope, `leave` after it."""
+        self.enter()
         try:
             yield
         finally:
-            with self.lock:
-                self.open -= 1
+            self.leave()
 
     def pending(self) -> bool:
         return bool(self.retired or self.graphs)
@@ -429,13 +436,11 @@ class GpuBackend(GraphBackend):
         if self._eager_pool is None or self._eager_ctx is not None:
             return
         pool_id = self._eager_pool.id
-        with _LIFE.lock:
-            _LIFE.open += 1  # as _LIFE.opened(): drain() waits while the context is open
+        _LIFE.enter()  # drain() waits while the context is open
         try:
             torch._C._cuda_beginAllocateCurrentThreadToPool(self.device.index, pool_id)
         except BaseException:
-            with _LIFE.lock:
-                _LIFE.open -= 1
+            _LIFE.leave()
             raise
         self._eager_ctx = pool_id
 
@@ -447,8 +452,7 @@ class GpuBackend(GraphBackend):
             torch._C._cuda_endAllocateToPool(self.device.index, pool_id)
             torch._C._cuda_releasePool(self.device.index, pool_id)
         finally:
-            with _LIFE.lock:
-                _LIFE.open -= 1
+            _LIFE.leave()
 
     @contextlib.contextmanager
     def _eager_suspended(self) -> Iterator[None]:
