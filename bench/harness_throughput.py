@@ -2,7 +2,9 @@
 comparison costs against the device's own copy bandwidth, all measured in the same run.
 
 One run measures, on whichever backend is available (`--backend auto`):
-  * checks/s: full `harness.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats;
+  * checks/s: full `harness.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats (the mean,
+    and the median and 10th / 90th percentiles of single checks: on the H200 the host's speed moved the mean
+    4.0-7.4 ms between runs of the same code, reports/measurements/h200-2026-12-02-session8);
   * one check split into capture, replay, eager and compare, each the median over `--repeats` runs, inside
     the backend's poisoned-allocation scope as in the protocol (the cpu backend's byte-pattern mode included);
   * the op's own time (eager, synchronized) for scale;
@@ -115,12 +117,14 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
     check(CASE, be)  # warm caches (kernel builds, allocator) before timing whole checks
     clock = CLOCK[0]
     start = clock()
-    count = 0
-    while count < repeats or clock() - start < 1.0:
+    checks: list[float] = []  # each check's ms: the mean is the throughput, the spread shows the host's
+    while len(checks) < repeats or clock() - start < 1.0:
+        began = clock()
         result = check(CASE, be, replays=REPLAYS)
+        checks.append((clock() - began) * 1e3)
         assert result.verdict == "pass", result.detail
-        count += 1
-    check_ms = (clock() - start) * 1e3 / count
+    check_ms = (clock() - start) * 1e3 / len(checks)
+    checks.sort()
     one_pattern = capture_ms + REPLAYS * (replay_ms + eager_ms + compare_ms)
     gbps = 2 * LARGE_BYTES / 1e6  # 128 MiB moved, in MB; / ms = GB/s
     compare_bw, copy_bw = gbps / large_compare_ms, gbps / copy_ms
@@ -132,6 +136,9 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
         (f"compare, {N} float32", compare_ms, "ms"),
         (f"one pattern: capture + {REPLAYS} x (replay + eager + compare)", one_pattern, "ms"),
         ("harness.check (2 patterns, full protocol)", check_ms, "ms"),
+        ("harness.check, median of single checks", statistics.median(checks), "ms"),
+        ("harness.check, 10th percentile", checks[len(checks) // 10], "ms"),
+        ("harness.check, 90th percentile", checks[9 * len(checks) // 10], "ms"),
         ("checks per second", 1e3 / check_ms, "1/s"),
         ("check / op time", check_ms / op_ms if op_ms > 0 else float("inf"), "x"),
         ("64 MiB: device copy", copy_ms, "ms"),
