@@ -236,7 +236,8 @@ SPARE_CASES = textwrap.dedent(
         return x + 1
 
     # One at a time (`exclusive`): the three wait for the hang, so cases still pend when it is killed.
-    register(Case(name="TAG_hang", make_inputs=make, op=hangs, expect="timeout", deadline=3, exclusive="TAG"))
+    # 6 s: time for the spare, started just after the two workers, to import torch on a loaded 2-core box.
+    register(Case(name="TAG_hang", make_inputs=make, op=hangs, expect="timeout", deadline=6, exclusive="TAG"))
     for i in range(3):
         register(Case(name=f"TAG_after{i}", make_inputs=make, op=slow, exclusive="TAG"))
     """
