@@ -67,9 +67,20 @@ def harness(*args: str, timeout: float = 240, cwd: Path | None = None) -> subpro
     )
 
 
+# `python -m harness` with Python's own SIGINT handler installed first. A process started as an asynchronous
+# command of a shell without job control (`(nohup bash -c '...' &)`) inherits SIGINT ignored, Python then keeps
+# it ignored, and a test that interrupts the harness would wait for a run that cannot hear it: seen on this
+# project's 2-core box with `bash .ci/run` started that way. The harness respects an ignored SIGINT (a nohup'd
+# run should not stop at a terminal's Ctrl-C); the tests ask for the ordinary handler.
+_HARNESS_WITH_SIGINT = (
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('harness', run_name='__main__', alter_sys=True)"
+)
+
+
 def start_harness(*args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-c", _HARNESS_WITH_SIGINT, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
