@@ -430,8 +430,13 @@ def _block_edges(space: range) -> list[int]:
 FEW_VALUES = 16
 
 
-@functools.lru_cache(maxsize=64)
 def _edges_in(values: Sequence[int]) -> tuple[int, ...]:
+    """`_edges_of` of the values as a range or tuple (its cache needs a hashable key)."""
+    return _edges_of(values if isinstance(values, (range, tuple)) else tuple(values))
+
+
+@functools.lru_cache(maxsize=64)
+def _edges_of(values: range | tuple[int, ...]) -> tuple[int, ...]:
     """The block edges of a swept dimension: a step-1 range's `_block_edges`; for other ascending values (a
     stepped range, a sampled list, a mapped or filtered strategy's values) the largest two, then each block
     multiple among them with the values just below and above it (T = 30, 32, 34 among the even token counts).
@@ -461,8 +466,7 @@ def edge_values(values: Sequence[int]) -> list[int]:
     long_range = isinstance(values, range) and values.step == 1 and len(values) > 2
     if not long_range and len(values) <= FEW_VALUES:
         return list(values)
-    hashable = values if isinstance(values, (range, tuple)) else tuple(values)
-    return list(dict.fromkeys([*values[:8], *_edges_in(hashable)]))
+    return list(dict.fromkeys([*values[:8], *_edges_in(values)]))
 
 
 def edges_first(space: Sequence[int]) -> list[int]:
@@ -476,7 +480,7 @@ def edges_first(space: Sequence[int]) -> list[int]:
     # Alternately the next small value and the next edge not taken yet.
     ordered: list[int] = []
     seen: set[int] = set()
-    queues = (iter(values), iter(_edges_in(space if isinstance(space, (range, tuple)) else tuple(values))))
+    queues = (iter(values), iter(_edges_in(space)))
     while len(ordered) < len(values):
         for queue in queues:
             value = next((v for v in queue if v not in seen), None)
