@@ -13,7 +13,7 @@
 // (tests/test_moe_gemm_ops.py, every fp8 byte through the CPU twin against torch's decode).
 // (4) MXFP4 at the decode shapes: ring-kernel tilings against the CUDA-core kernel (tolerance), timed.
 // (5) The prefill kernel's tilings (rows of warps, chunks and stages per ring) for MXFP8, bf16 and MXFP4 at the
-// DeepSeek-like prefill shape, with 64- and 128-row slots.
+// DeepSeek-like prefill shape and the small-K shape (K 512, 64 tokens per expert), with 64- and 128-row slots.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/common -I kernels/moe_gemm -DGS_MOE_GEMM_MATH_ONLY \
@@ -261,82 +261,84 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
   CK(cudaFree(dmap128));
 }
 
-// (5) bf16 and MXFP4 weights at the DeepSeek-like prefill shape: the op's launcher at block_m 64 (the
-// reference output here) against the prefill tilings (prefill_variants).
+// (5) bf16 and MXFP4 weights at the DeepSeek-like prefill shape and the small-K shape: the op's launcher at
+// block_m 64 (the reference output here) against the prefill tilings (prefill_variants).
 static void prefill_sweep() {
-  const Shape s{"DSv3-prefill", 32, 4096, 7168, 128};
-  const char* only = std::getenv("GS_VARIANTS_SHAPE");
-  if (only && std::strcmp(only, s.name) != 0) return;
-  for (const int fmt : {GS_FMT_BF16, GS_FMT_MXFP4}) {
-    std::printf("\n%s prefill\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n", fmt == GS_FMT_BF16 ? "bf16" : "mxfp4");
-    const int64_t R = s.E * s.tpe, block_m = 64;
-    const int64_t wbytes = fmt == GS_FMT_BF16 ? s.E * s.N * s.K * 2 : s.E * s.N * s.K / 2;
-    const int64_t sbytes = fmt == GS_FMT_BF16 ? 0 : s.E * s.N * (s.K / 32);
-    std::vector<uint8_t> w(wbytes), sc(sbytes);
-    if (fmt == GS_FMT_BF16) {
-      for (size_t i = 0; i < w.size(); i += 2) {
-        const uint16_t v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 8000.0f);
-        w[i] = static_cast<uint8_t>(v), w[i + 1] = static_cast<uint8_t>(v >> 8);
+  for (const Shape& s : {Shape{"DSv3-prefill", 32, 4096, 7168, 128}, Shape{"small-K-MoE", 32, 2048, 512, 64}}) {
+    const char* only = std::getenv("GS_VARIANTS_SHAPE");
+    if (only && std::strcmp(only, s.name) != 0) continue;
+    for (const int fmt : {GS_FMT_BF16, GS_FMT_MXFP4}) {
+      std::printf("\n%s prefill, %s\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n", fmt == GS_FMT_BF16 ? "bf16" : "mxfp4",
+                  s.name);
+      const int64_t R = s.E * s.tpe, block_m = 64;
+      const int64_t wbytes = fmt == GS_FMT_BF16 ? s.E * s.N * s.K * 2 : s.E * s.N * s.K / 2;
+      const int64_t sbytes = fmt == GS_FMT_BF16 ? 0 : s.E * s.N * (s.K / 32);
+      std::vector<uint8_t> w(wbytes), sc(sbytes);
+      if (fmt == GS_FMT_BF16) {
+        for (size_t i = 0; i < w.size(); i += 2) {
+          const uint16_t v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 8000.0f);
+          w[i] = static_cast<uint8_t>(v), w[i + 1] = static_cast<uint8_t>(v >> 8);
+        }
+      } else {
+        for (auto& b : w) b = static_cast<uint8_t>(next_u32());
+        for (auto& b : sc) b = static_cast<uint8_t>(124 + next_u32() % 6);
       }
-    } else {
-      for (auto& b : w) b = static_cast<uint8_t>(next_u32());
-      for (auto& b : sc) b = static_cast<uint8_t>(124 + next_u32() % 6);
+      std::vector<uint16_t> x(R * s.K);
+      for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
+      std::vector<int32_t> map;
+      for (int64_t e = 0; e < s.E; ++e)
+        for (int64_t r = 0; r < s.tpe; r += block_m)
+          map.insert(map.end(), {static_cast<int32_t>(e), static_cast<int32_t>(e * s.tpe + r),
+                                 static_cast<int32_t>(std::min<int64_t>(block_m, s.tpe - r))});
+      for (int64_t e = 0; e < s.E; ++e) map.insert(map.end(), {-1, 0, 0});
+      uint8_t *dw, *ds = nullptr, *dcopy, *dsrc;
+      uint16_t *dx, *dout, *dxh;
+      int32_t* dmap;
+      float* dxrs;
+      CK(cudaMalloc(&dw, wbytes));
+      if (sbytes) CK(cudaMalloc(&ds, sbytes));
+      CK(cudaMalloc(&dcopy, wbytes + sbytes));
+      CK(cudaMalloc(&dsrc, wbytes + sbytes));
+      CK(cudaMalloc(&dx, x.size() * 2));
+      CK(cudaMalloc(&dout, R * s.N * 2));
+      CK(cudaMalloc(&dmap, map.size() * 4));
+      CK(cudaMalloc(&dxh, R * s.K * 2));
+      CK(cudaMalloc(&dxrs, R * 4));
+      CK(cudaMemcpy(dw, w.data(), wbytes, cudaMemcpyHostToDevice));
+      if (sbytes) CK(cudaMemcpy(ds, sc.data(), sbytes, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
+      CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
+      // [E, K, N] views of [E, N, K] storage, strides in storage elements (bytes for MXFP4's packed pairs).
+      const int64_t kst = fmt == GS_FMT_BF16 ? s.K : s.K / 2;
+      GsMoeArgs a{fmt, dx, s.K, R, s.K, s.N, s.E, dw, s.N * kst, 1, kst, ds, s.N * (s.K / 32), 1,
+                  s.K / 32, fmt == GS_FMT_BF16 ? 0 : 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
+      if (fmt == GS_FMT_BF16) a.s_se = a.s_sk = a.s_sn = 0;
+      a.xh = fmt == GS_FMT_BF16 ? nullptr : dxh;
+      a.x_rs = fmt == GS_FMT_BF16 ? nullptr : dxrs;
+      if (a.xh) gs_moe_prepare_rows<<<R, kThreads>>>(a, 0);
+      CK(cudaDeviceSynchronize());
+      const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(dcopy, dsrc, wbytes + sbytes, cudaMemcpyDeviceToDevice)); });
+      const double copy_gbs = 2.0 * (wbytes + sbytes) / copy_ms / 1e6;
+      std::printf("%s,d2d_copy,%.4f,%.1f,1.000\n", s.name, copy_ms, copy_gbs);
+      std::vector<uint16_t> first, out(R * s.N);
+      auto run = [&](const char* variant, auto launch, bool bitwise) {
+        const float ms = time_ms(launch);
+        const double gbs = (wbytes + sbytes) / ms / 1e6;
+        std::printf("%s,%s,%.4f,%.1f,%.3f,%.0f TFLOP/s\n", s.name, variant, ms, gbs, gbs / copy_gbs,
+                    2.0 * R * s.N * s.K / ms / 1e9);
+        CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
+        if (first.empty()) first = out;
+        else compare(variant, first, out, bitwise);
+      };
+      run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);
+      if (fmt == GS_FMT_BF16) prefill_variants<GS_FMT_BF16>(a, s.tpe, run);
+      else prefill_variants<GS_FMT_MXFP4>(a, s.tpe, run);
+      CK(cudaGetLastError());
+      for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
+                        static_cast<void*>(dx), static_cast<void*>(dxh), static_cast<void*>(dxrs),
+                        static_cast<void*>(dout), static_cast<void*>(dmap)})
+        if (ptr) CK(cudaFree(ptr));
     }
-    std::vector<uint16_t> x(R * s.K);
-    for (auto& v : x) v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 500.0f);
-    std::vector<int32_t> map;
-    for (int64_t e = 0; e < s.E; ++e)
-      for (int64_t r = 0; r < s.tpe; r += block_m)
-        map.insert(map.end(), {static_cast<int32_t>(e), static_cast<int32_t>(e * s.tpe + r),
-                               static_cast<int32_t>(std::min<int64_t>(block_m, s.tpe - r))});
-    for (int64_t e = 0; e < s.E; ++e) map.insert(map.end(), {-1, 0, 0});
-    uint8_t *dw, *ds = nullptr, *dcopy, *dsrc;
-    uint16_t *dx, *dout, *dxh;
-    int32_t* dmap;
-    float* dxrs;
-    CK(cudaMalloc(&dw, wbytes));
-    if (sbytes) CK(cudaMalloc(&ds, sbytes));
-    CK(cudaMalloc(&dcopy, wbytes + sbytes));
-    CK(cudaMalloc(&dsrc, wbytes + sbytes));
-    CK(cudaMalloc(&dx, x.size() * 2));
-    CK(cudaMalloc(&dout, R * s.N * 2));
-    CK(cudaMalloc(&dmap, map.size() * 4));
-    CK(cudaMalloc(&dxh, R * s.K * 2));
-    CK(cudaMalloc(&dxrs, R * 4));
-    CK(cudaMemcpy(dw, w.data(), wbytes, cudaMemcpyHostToDevice));
-    if (sbytes) CK(cudaMemcpy(ds, sc.data(), sbytes, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
-    // [E, K, N] views of [E, N, K] storage, strides in storage elements (bytes for MXFP4's packed pairs).
-    const int64_t kst = fmt == GS_FMT_BF16 ? s.K : s.K / 2;
-    GsMoeArgs a{fmt, dx, s.K, R, s.K, s.N, s.E, dw, s.N * kst, 1, kst, ds, s.N * (s.K / 32), 1,
-                s.K / 32, fmt == GS_FMT_BF16 ? 0 : 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
-    if (fmt == GS_FMT_BF16) a.s_se = a.s_sk = a.s_sn = 0;
-    a.xh = fmt == GS_FMT_BF16 ? nullptr : dxh;
-    a.x_rs = fmt == GS_FMT_BF16 ? nullptr : dxrs;
-    if (a.xh) gs_moe_prepare_rows<<<R, kThreads>>>(a, 0);
-    CK(cudaDeviceSynchronize());
-    const float copy_ms = time_ms([&] { CK(cudaMemcpyAsync(dcopy, dsrc, wbytes + sbytes, cudaMemcpyDeviceToDevice)); });
-    const double copy_gbs = 2.0 * (wbytes + sbytes) / copy_ms / 1e6;
-    std::printf("%s,d2d_copy,%.4f,%.1f,1.000\n", s.name, copy_ms, copy_gbs);
-    std::vector<uint16_t> first, out(R * s.N);
-    auto run = [&](const char* variant, auto launch, bool bitwise) {
-      const float ms = time_ms(launch);
-      const double gbs = (wbytes + sbytes) / ms / 1e6;
-      std::printf("%s,%s,%.4f,%.1f,%.3f,%.0f TFLOP/s\n", s.name, variant, ms, gbs, gbs / copy_gbs,
-                  2.0 * R * s.N * s.K / ms / 1e9);
-      CK(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost));
-      if (first.empty()) first = out;
-      else compare(variant, first, out, bitwise);
-    };
-    run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);
-    if (fmt == GS_FMT_BF16) prefill_variants<GS_FMT_BF16>(a, s.tpe, run);
-    else prefill_variants<GS_FMT_MXFP4>(a, s.tpe, run);
-    CK(cudaGetLastError());
-    for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
-                      static_cast<void*>(dx), static_cast<void*>(dxh), static_cast<void*>(dxrs),
-                      static_cast<void*>(dout), static_cast<void*>(dmap)})
-      if (ptr) CK(cudaFree(ptr));
   }
 }
 
@@ -376,6 +378,7 @@ int main() {
                           {"Hy4-TP8-16tok", 32, 2048, 6144, 16},
                           {"DSv3-decode", 32, 4096, 7168, 1},
                           {"DSv3-prefill", 32, 4096, 7168, 128},
+                          {"small-K-MoE", 32, 2048, 512, 64},
                           {"rare-path-16tok", 8, 520, 1056, 16, true}};
   std::printf("\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n");
   for (const Shape& s : shapes) {
@@ -507,6 +510,8 @@ int main() {
       RING(4, 3, 4, 4);
       RING(2, 2, 3, 8);  // 8 warps of 2 n8 tiles: the 4 x 4 tile's columns with twice the warps
       RING(4, 2, 2, 8);
+      RING(4, 3, 2, 8);
+      RING(2, 3, 4, 8);
 #undef RING
       run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);  // the op: ring
     } else {
