@@ -731,7 +731,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
 // of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
 // variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
-// reports/measurements/moe_gemm-kernel-design). Per block of 4 warps (4 x NT n8 column tiles, 16 rows):
+// reports/measurements/moe_gemm-kernel-design). Per block of W warps (W x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
 //    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
 //    through registers) from per-thread pointers computed once: 8 threads copy one 128-byte fp8 column line,
@@ -767,6 +767,13 @@ constexpr int kRingStages = 2;
 //   XS 2, 8 chunks, 3 stages      0.570            0.598         0.500
 // 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.431-0.566 in the same
 // run. Slots of 2..15 rows take the same kernel (not timed at those sizes).
+// MXFP8's ring: 8 warps of 4 n8 tiles (256 columns per block), 2 stages, registers capped for 2 blocks per SM.
+// At Hy4-TP8 16 tokens on the H200, kernel alone, as fractions of copy bandwidth (bench/moe_gemm_variants.cu):
+// 0.851 and 0.820 against 0.736 and 0.722 for 4 warps of 4 tiles capped for 4 blocks, the form the other
+// formats' rings keep (reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt,
+// h200-2026-12-02-session8/call_c/c_variants_Hy4-TP8-16tok.txt).
+constexpr int kRingWarpsMxfp8 = 8;
+constexpr int kRingMinBlocksMxfp8 = 2;
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingStagesMxfp4 = 2;
 constexpr int kRingChunksMxfp4 = 8;
@@ -897,8 +904,9 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 }
 
 
-// MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage) are the
-// launcher's 1, 4 and gs_ring_chunks; bench/moe_gemm_variants.cu instantiates others to measure them.
+// MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage): the
+// launcher's are in gs_moe_gemm_launch (W 4, MXFP8's 8: kRingWarpsMxfp8); bench/moe_gemm_variants.cu
+// instantiates others to measure them.
 //
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
 // stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
@@ -1949,16 +1957,16 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
 
 // The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
 // zero-fill rows: the whole call in one launch.
-template <int FMT, int NT, int ST, int MINB, int XS = 0>
+template <int FMT, int NT, int ST, int MINB, int XS = 0, int W = kMmaWarps>
 inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
-  constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST>();
-  constexpr int tn = kMmaWarps * NT * 8, uc = gs_ring_chunks(FMT);
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, kMmaWarps, uc, XS>>(smem);
+  constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST, W>();
+  constexpr int tn = W * NT * 8, uc = gs_ring_chunks(FMT);
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>>(smem);
   if (err != hipSuccess) return err;
   const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
-  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, kMmaWarps, uc, XS>), grid, dim3(kMmaWarps * 32),
-                     smem, stream, a);
+  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>), grid, dim3(W * 32), smem, stream,
+                     a);
   return hipGetLastError();
 }
 #endif
@@ -2012,7 +2020,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   }
 #if defined(GS_BACKEND_CUDA)
   if (zero_unwritten && ring && !x16) {
-    const int64_t tile = kMmaWarps * 8 * gs_ring_nt(a.fmt);  // gs_launch_ring's grid width
+    const int64_t tile = kMmaWarps * 8 * gs_ring_nt(a.fmt);  // the bf16 ring's grid width (the one ring without x16)
     zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
 #endif
@@ -2027,9 +2035,9 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #if defined(GS_BACKEND_CUDA)
   if (mma) {
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the
-    // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 n8 tiles per warp, 2 stages and registers capped for 4 blocks per SM,
-    // the best of the sweep (0.87-0.88 of copy bandwidth for MXFP8 at 16 tokens on the H200; the sweep's other
-    // points are in reports/measurements/moe_gemm-kernel-design). The cap spills 4 bytes for MXFP8. bf16 takes
+    // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 warps of 4 n8 tiles, 2 stages and
+    // registers capped for 4 blocks per SM (block_fp8; the sweep's other points are in reports/measurements/
+    // moe_gemm-kernel-design); MXFP8 takes 8 warps capped for 2 blocks (kRingWarpsMxfp8's note). bf16 takes
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring for slots of up to 16 rows (every decode size: its CUDA-core kernel is slower, see
@@ -2042,7 +2050,8 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
       const int zr = zero_rows > 0 ? 1 : 0;
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
       if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
-      if (a.fmt == mx8) return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, 4>(a, stream, zr);
+      if (a.fmt == mx8)
+        return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(a, stream, zr);
       if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4, kRingXsMxfp4>(a, stream, zr);
       return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
