@@ -728,9 +728,10 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
 // chunks per stage, kRingXsMxfp4's note): 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 1 token per expert
 // and 0.523 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
-// h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200: 0.87-0.88
-// of copy bandwidth for the kernel alone, 0.82 with gs_moe_prepare_rows (bench/moe_gemm_variants.cu; the
-// variants it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
+// h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200 in the
+// launcher's form (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with
+// gs_moe_prepare_rows (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session9; the variants
+// it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
 // reports/measurements/moe_gemm-kernel-design). Per block of W warps (W x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
 //    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
@@ -768,10 +769,11 @@ constexpr int kRingStages = 2;
 // 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.431-0.566 in the same
 // run. Slots of 2..15 rows take the same kernel (not timed at those sizes).
 // MXFP8's ring: 8 warps of 4 n8 tiles (256 columns per block), 2 stages, registers capped for 2 blocks per SM.
-// At Hy4-TP8 16 tokens on the H200, kernel alone, as fractions of copy bandwidth (bench/moe_gemm_variants.cu):
-// 0.851 and 0.820 against 0.736 and 0.722 for 4 warps of 4 tiles capped for 4 blocks, the form the other
-// formats' rings keep (reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt,
-// h200-2026-12-02-session8/call_c/c_variants_Hy4-TP8-16tok.txt).
+// At Hy4-TP8 16 tokens on the H200, kernel alone, as fractions of copy bandwidth (bench/moe_gemm_variants.cu,
+// three sweeps): 0.851, 0.820, 0.811 against 0.736, 0.722, 0.721 for 4 warps of 4 tiles capped for 4 blocks,
+// the form block_fp8's ring keeps; 3 stages (0.718) or 2 tiles per warp (0.465-0.658) are slower
+// (reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt, h200-2026-12-02-session8/call_c,
+// h200-2026-12-02-session9/call_a). The op's GPU tests pass with it (session9/call_a).
 constexpr int kRingWarpsMxfp8 = 8;
 constexpr int kRingMinBlocksMxfp8 = 2;
 constexpr int kRingNtMxfp4 = 4;
