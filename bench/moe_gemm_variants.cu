@@ -179,15 +179,16 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
         gs_moe_gemm_kernel<GS_FMT_MXFP4, 16, 1><<<grid, kThreads>>>(a);
       });
     }
-#define RING4(NT, ST, MINB, UC, XS)                                                                      \
-  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC "_xs" #XS, [&] {         \
-    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST, kMmaWarps, UC>();                      \
-    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC, XS>,  \
+#define RING4W(NT, ST, MINB, UC, XS, W)                                                                 \
+  run("prepare_rows_then_ring_NT" #NT "_S" #ST "_minblocks" #MINB "_chunks" #UC "_xs" #XS "_warps" #W, [&] { \
+    constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP4, NT, ST, W, UC>();                              \
+    CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, W, UC, XS>,          \
                             cudaFuncAttributeMaxDynamicSharedMemorySize, smem));                        \
     gs_moe_prepare_rows<<<R, kThreads>>>(a, 1);                                                          \
-    dim3 grid((s.N + kMmaWarps * NT * 8 - 1) / (kMmaWarps * NT * 8), a.S);                              \
-    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, kMmaWarps, UC, XS><<<grid, kMmaWarps * 32, smem>>>(a); \
+    dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                              \
+    gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP4, NT, ST, MINB, W, UC, XS><<<grid, W * 32, smem>>>(a);      \
   })
+#define RING4(NT, ST, MINB, UC, XS) RING4W(NT, ST, MINB, UC, XS, 4)
     run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(s.tpe), 1, 0)); });  // what the op runs
     // XS: 0 the unswapped ring, 1 weights as the MMA's A operand, 2 that and the e2m1 decode's 2^14 in the f32
     // scale (kRingXsMxfp4 picks the launcher's).
@@ -207,7 +208,13 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
     RING4(2, 2, 8, 8, 2);
     RING4(2, 3, 6, 8, 2);
     RING4(4, 2, 5, 8, 2);
+    // 8 warps per block (MXFP8's ring gained 12% from them at 16 tokens, kRingWarpsMxfp8).
+    RING4W(4, 2, 2, 8, 2, 8);
+    RING4W(4, 2, 2, 4, 2, 8);
+    RING4W(2, 2, 4, 8, 2, 8);
+    RING4W(4, 3, 2, 8, 2, 8);
 #undef RING4
+#undef RING4W
     CK(cudaGetLastError());
     for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),
                       static_cast<void*>(dx), static_cast<void*>(dxh), static_cast<void*>(dxrs),
