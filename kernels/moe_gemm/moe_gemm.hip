@@ -726,9 +726,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
 // Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of 1..16 rows (1 row: 15 of the 16
 // MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
-// chunks per stage, kRingXsMxfp4's note): 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 1 token per expert
-// and 0.523 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
-// h200-2026-12-02-session6-kernels/run1_variants.txt). MXFP8 at Hy4-TP8 16 tokens on the H200 in the
+// chunks per stage, 8 warps, kRingXsMxfp4's note): 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 1 token per
+// expert and 0.561 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
+// h200-2026-12-02-session9/call_d). MXFP8 at Hy4-TP8 16 tokens on the H200 in the
 // launcher's form (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with
 // gs_moe_prepare_rows (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session9; the variants
 // it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
@@ -755,28 +755,34 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // Limit: x elements smaller than 2^-24 of their row's largest round in f16 (error at most 2^-25 of the row's
 // largest magnitude); f32 partials in x's row scale overflow only for outputs within 2^7 of f32's maximum.
 constexpr int kRingStages = 2;
-// MXFP4's ring: swapped operands with the 2^14 in the f32 scale (XS 2), 4 n8 tiles per warp, 2 stages of 8
-// chunks (256 K, 128 bytes per column), registers capped for 4 blocks per SM (the launcher's MINB; shared memory,
-// 61 KB per block, allows 3). The best of bench/moe_gemm_variants.cu's sweep on the H200, each with the op's
-// gs_moe_prepare_rows launch and checked against the CUDA-core kernel (reports/measurements/
-// h200-2026-12-02-session6-kernels/run1_variants.txt), as fractions of copy bandwidth:
-//   form                          Hy4-TP8 1 token  DSv3 1 token  Hy4-TP8 16 tokens
-//   XS 0, 4 chunks (the old one)  0.429            0.448         0.418
-//   XS 1, 4 chunks                0.544            0.564         0.494
-//   XS 2, 4 chunks                0.544            0.566         0.498
-//   XS 2, 8 chunks (this one)     0.603            0.666         0.523
-//   XS 2, 8 chunks, 3 stages      0.570            0.598         0.500
-// 3 or 4 stages of 4 chunks, 2 n8 tiles per warp or a cap for 3 blocks per SM measured 0.431-0.566 in the same
-// run. Slots of 2..15 rows take the same kernel (not timed at those sizes).
 // MXFP8's ring: 8 warps of 4 n8 tiles (256 columns per block), 2 stages, registers capped for 2 blocks per SM.
 // At Hy4-TP8 16 tokens on the H200, kernel alone, as fractions of copy bandwidth (bench/moe_gemm_variants.cu,
 // three sweeps): 0.851, 0.820, 0.811 against 0.736, 0.722, 0.721 for 4 warps of 4 tiles capped for 4 blocks,
 // the form block_fp8's ring keeps; 3 stages (0.718) or 2 tiles per warp (0.465-0.658) are slower
 // (reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt, h200-2026-12-02-session8/call_c,
-// h200-2026-12-02-session9/call_a). The op's GPU tests pass with it (session9/call_a).
+// h200-2026-12-02-session9/call_a).
 constexpr int kRingWarpsMxfp8 = 8;
 constexpr int kRingMinBlocksMxfp8 = 2;
+// MXFP4's ring: swapped operands with the 2^14 in the f32 scale (XS 2), 8 warps of 4 n8 tiles (256 columns per
+// block), 2 stages of 8 chunks (256 K, 128 bytes per column), registers capped for 2 blocks per SM. The best of
+// bench/moe_gemm_variants.cu's sweeps on the H200, each with the op's gs_moe_prepare_rows launch and checked
+// against the CUDA-core kernel, as fractions of copy bandwidth (rows of 4 warps capped for 4 blocks from
+// reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt; the 8-warp row and its 4-warp
+// twin in the same run from h200-2026-12-02-session9/call_d):
+//   form                                 Hy4-TP8 1 token  DSv3 1 token  Hy4-TP8 16 tokens
+//   XS 0, 4 chunks                       0.429            0.448         0.418
+//   XS 1, 4 chunks                       0.544            0.564         0.494
+//   XS 2, 4 chunks                       0.544            0.566         0.498
+//   XS 2, 8 chunks                       0.603            0.666         0.523
+//   XS 2, 8 chunks, 3 stages             0.570            0.598         0.500
+//   XS 2, 8 chunks, 4 warps              0.597            0.675         0.527
+//   XS 2, 8 chunks, 8 warps (this one)   0.631            0.684         0.561
+// 3 or 4 stages of 4 chunks, 2 n8 tiles per warp, a cap for 3 blocks per SM, and 8 warps with 4 chunks, 3
+// stages or 2 tiles per warp measured 0.431-0.588 in the same runs. Slots of 2..15 rows take the same kernel
+// (not timed at those sizes).
 constexpr int kRingNtMxfp4 = 4;
+constexpr int kRingWarpsMxfp4 = 8;
+constexpr int kRingMinBlocksMxfp4 = 2;
 constexpr int kRingStagesMxfp4 = 2;
 constexpr int kRingChunksMxfp4 = 8;
 constexpr int kRingXsMxfp4 = 2;
@@ -820,8 +826,8 @@ __device__ __forceinline__ void gs_cp_async_wait() {
 }
 
 // Chunks per ring stage: 4 (128 K: one block_fp8 scale block; 128 bytes per fp8 column), MXFP4 8 (256 K, 128
-// bytes per e2m1 column: with XS 2, 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 decode against 0.544 /
-// 0.566 at 4 chunks, kRingXsMxfp4's note).
+// bytes per e2m1 column: with XS 2 and 4 warps, 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 decode against
+// 0.544 / 0.566 at 4 chunks, kRingXsMxfp4's note).
 GS_HD constexpr int gs_ring_chunks(int fmt) { return fmt == GS_FMT_MXFP4 ? kRingChunksMxfp4 : 4; }
 
 template <int FMT, int U = gs_ring_chunks(FMT)>
@@ -907,7 +913,7 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 
 
 // MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage): the
-// launcher's are in gs_moe_gemm_launch (W 4, MXFP8's 8: kRingWarpsMxfp8); bench/moe_gemm_variants.cu
+// launcher's are in gs_moe_gemm_launch (W 4; MXFP8 and MXFP4 8: kRingWarpsMxfp8, kRingWarpsMxfp4); bench/moe_gemm_variants.cu
 // instantiates others to measure them.
 //
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
@@ -1303,6 +1309,11 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 // 0.53 ms for torch._grouped_mm on bf16: 170-230 TFLOP/s, still under half of it. The per-m16-tile branches
 // between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms, run1 and run2 there), so only a slot's
 // last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32 partial per chunk).
+// Where the time goes (Nsight Compute at DSv3-prefill, reports/measurements/h200-2026-12-02-session9/call_b):
+// every tiling runs 8 warps per SM (244-255 registers: 128 accumulators per thread; the fp8 and MXFP4 forms
+// spill besides), issues an instruction in 35-44% of cycles and keeps the tensor pipe 26-36% busy. bf16, which
+// does not spill, is no busier than MXFP8: two warps per scheduler cannot hide the MMA and shared-memory
+// latencies, which is what warpgroup MMA (sm_90 wgmma, asynchronous, operands from shared memory) would.
 constexpr int kPfWarpsN = 4;                       // warps side by side along N
 constexpr int kPfMT = 4;                           // m16 tiles per warp: 64 rows
 constexpr int kPfNT = 8;                           // n8 tiles per warp: 64 columns
@@ -2039,14 +2050,14 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the
     // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 warps of 4 n8 tiles, 2 stages and
     // registers capped for 4 blocks per SM (block_fp8; the sweep's other points are in reports/measurements/
-    // moe_gemm-kernel-design); MXFP8 takes 8 warps capped for 2 blocks (kRingWarpsMxfp8's note). bf16 takes
+    // moe_gemm-kernel-design); MXFP8 and MXFP4 take 8 warps capped for 2 blocks (kRingWarpsMxfp8's and
+    // kRingXsMxfp4's notes). bf16 takes
     // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
     // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring for slots of up to 16 rows (every decode size: its CUDA-core kernel is slower, see
     // gs_moe_gemm_uses_mma), in the form kRingXsMxfp4's note gives (XS 2, kRingStagesMxfp4 stages of
-    // gs_ring_chunks(MXFP4) = 8 chunks: 0.603 / 0.666 of copy bandwidth at Hy4-TP8 / DSv3 decode against 0.430 /
-    // 0.448 for the XS 0 ring of 4 chunks, run1_variants.txt in reports/measurements/
-    // h200-2026-12-02-session6-kernels). zero_rows == 0 means
+    // gs_ring_chunks(MXFP4) = 8 chunks, 8 warps: 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 decode against
+    // 0.430 / 0.448 for the first ring's XS 0, 4 chunks and 4 warps). zero_rows == 0 means
     // gs_moe_prepare_rows zero-filled above (or no fill).
     if (ring) {
       const int zr = zero_rows > 0 ? 1 : 0;
@@ -2054,7 +2065,9 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
       if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
       if (a.fmt == mx8)
         return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(a, stream, zr);
-      if (a.fmt == mx4) return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, 4, kRingXsMxfp4>(a, stream, zr);
+      if (a.fmt == mx4)
+        return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, kRingMinBlocksMxfp4, kRingXsMxfp4,
+                              kRingWarpsMxfp4>(a, stream, zr);
       return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
     return gs_moe_gemm_launch_prefill(a, block_m, stream);  // larger slots (prefill)
