@@ -779,7 +779,8 @@ constexpr int kRingMinBlocksMxfp8 = 2;
 //   XS 2, 8 chunks, 8 warps (this one)   0.631            0.684         0.561
 // 3 or 4 stages of 4 chunks, 2 n8 tiles per warp, a cap for 3 blocks per SM, and 8 warps with 4 chunks, 3
 // stages or 2 tiles per warp measured 0.431-0.588 in the same runs. Slots of 2..15 rows take the same kernel
-// (not timed at those sizes).
+// (not timed at those sizes). Every one of these forms has the ALU pipe as its busiest under Nsight Compute
+// (53-65%, this one 63%; h200-2026-12-02-session9/call_f): the e2m1 decode's shifts, masks and permutes bound it.
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingWarpsMxfp4 = 8;
 constexpr int kRingMinBlocksMxfp4 = 2;
