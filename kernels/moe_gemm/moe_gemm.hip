@@ -728,11 +728,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32) gs_moe_gemm_mma_kernel(GsMoeAr
 // MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
 // chunks per stage, 8 warps, kRingXsMxfp4's note): 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 1 token per
 // expert and 0.561 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
-// h200-2026-12-02-session9/call_d). MXFP8 at Hy4-TP8 16 tokens on the H200 in the
-// launcher's form (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with
-// gs_moe_prepare_rows (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session9; the variants
-// it beat, a one-tile MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in
-// reports/measurements/moe_gemm-kernel-design). Per block of W warps (W x NT n8 column tiles, 16 rows):
+// h200-2026-12-02-session9/call_d). MXFP8 at Hy4-TP8 16 tokens on the H200 in the launcher's form
+// (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with gs_moe_prepare_rows
+// (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session9; the variants it beat, a one-tile
+// MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in reports/measurements/moe_gemm-kernel-design).
+// Per block of W warps (W x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
 //    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
 //    through registers) from per-thread pointers computed once: 8 threads copy one 128-byte fp8 column line,
@@ -914,8 +914,8 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 
 
 // MINB (blocks per SM the register budget must allow), W (warps per block) and U (chunks per stage): the
-// launcher's are in gs_moe_gemm_launch (W 4; MXFP8 and MXFP4 8: kRingWarpsMxfp8, kRingWarpsMxfp4); bench/moe_gemm_variants.cu
-// instantiates others to measure them.
+// launcher's are in gs_moe_gemm_launch (W 4; MXFP8 and MXFP4 8: kRingWarpsMxfp8, kRingWarpsMxfp4);
+// bench/moe_gemm_variants.cu instantiates others to measure them.
 //
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
 // stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
@@ -1979,8 +1979,8 @@ inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zer
   if (err != hipSuccess) return err;
   const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
-  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>), grid, dim3(W * 32), smem, stream,
-                     a);
+  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>), grid, dim3(W * 32), smem,
+                     stream, a);
   return hipGetLastError();
 }
 #endif
@@ -2052,9 +2052,8 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 warps of 4 n8 tiles, 2 stages and
     // registers capped for 4 blocks per SM (block_fp8; the sweep's other points are in reports/measurements/
     // moe_gemm-kernel-design); MXFP8 and MXFP4 take 8 warps capped for 2 blocks (kRingWarpsMxfp8's and
-    // kRingXsMxfp4's notes). bf16 takes
-    // 2 tiles so that its 2 stages stay within 48 KB of shared memory, the size a kernel gets without an
-    // opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
+    // kRingXsMxfp4's notes). bf16 takes 2 tiles so that its 2 stages stay within 48 KB of shared memory, the
+    // size a kernel gets without an opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
     // MXFP4 takes the ring for slots of up to 16 rows (every decode size: its CUDA-core kernel is slower, see
     // gs_moe_gemm_uses_mma), in the form kRingXsMxfp4's note gives (XS 2, kRingStagesMxfp4 stages of
     // gs_ring_chunks(MXFP4) = 8 chunks, 8 warps: 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 decode against
