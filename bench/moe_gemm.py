@@ -37,23 +37,31 @@ SHAPES = (
 )
 
 
-def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
-    """Mean ms per call over `iters` back-to-back calls, the best of `trials` such runs. Every column
-    (the op, the copy peer, the torch peers) is timed the same way, so ratios compare like with like; the
-    best of 3 keeps one slow run (the copy peer varied 3.8-4.2 TB/s between scripts on the H200,
-    reports/measurements/h200-2026-11-30-session3) from moving a ratio."""
-    fn()
+def _time_ms_alternating(*fns, iters: int = 20, trials: int = 3) -> list[float]:
+    """For each fn, mean ms per call over `iters` back-to-back calls, the best of `trials` such runs, the fns'
+    trials alternating (a, b, a, b, ...) so that every figure comes from the same stretch of the device's
+    state. Every column (the op eager and from a graph, the copy peer, the torch peers) is timed this way, so
+    ratios compare like with like; the best of 3 keeps one slow run (the copy peer varied 3.8-4.2 TB/s
+    between scripts on the H200, reports/measurements/h200-2026-11-30-session3) from moving a ratio."""
+    for fn in fns:
+        fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
+    best = [float("inf")] * len(fns)
     for _ in range(trials):
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / iters)
+        for which, fn in enumerate(fns):
+            start.record()
+            for _ in range(iters):
+                fn()
+            end.record()
+            torch.cuda.synchronize()
+            best[which] = min(best[which], start.elapsed_time(end) / iters)
     return best
+
+
+def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
+    """`_time_ms_alternating` of one fn."""
+    return _time_ms_alternating(fn, iters=iters, trials=trials)[0]
 
 
 # torch.cuda.graph's entry calls torch.cuda.empty_cache(); where the caching allocator had blocks to hand back,
@@ -63,25 +71,6 @@ def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
 # timed calls fit inside that window, so the op is captured first and timed after SETTLE_S of idle (the
 # previous shape's gigabytes are among the blocks released; 0.5 s is 15x the longest window measured).
 SETTLE_S = 0.5
-
-
-def _time_ms_pair(eager, replay, iters: int = 20, trials: int = 3) -> tuple[float, float]:
-    """`_time_ms` of an eager call and of its graph's replay with their trials alternating (eager, graph,
-    eager, ...): both figures come from the same stretch of the device's state, best of `trials` each."""
-    eager()
-    replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = [float("inf"), float("inf")]
-    for _ in range(trials):
-        for which, fn in enumerate((eager, replay)):
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            best[which] = min(best[which], start.elapsed_time(end) / iters)
-    return best[0], best[1]
 
 
 def host_us(fn, iters: int = 30, trials: int = 3) -> float:
@@ -141,7 +130,7 @@ def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
     graph = _captured(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
     torch.cuda.synchronize()
     time.sleep(SETTLE_S)
-    gemm_ms, graph_ms = _time_ms_pair(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m), graph.replay)
+    gemm_ms, graph_ms = _time_ms_alternating(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m), graph.replay)
     w, s, g = moe_gemm_ops.kn_views(q)
     op_host_us = host_us(lambda: torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, block_m))
     # The same call through the resolved overload (moe_gemm_ops.moe_gemm_op, torch.ops.graphsafe.moe_gemm.default):
