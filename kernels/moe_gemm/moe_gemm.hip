@@ -1311,10 +1311,11 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
 // between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms, run1 and run2 there), so only a slot's
 // last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32 partial per chunk).
 // Where the time goes (Nsight Compute at DSv3-prefill, reports/measurements/h200-2026-12-02-session9/call_b):
-// every tiling runs 8 warps per SM (244-255 registers: 128 accumulators per thread; the fp8 and MXFP4 forms
-// spill besides), issues an instruction in 35-44% of cycles and keeps the tensor pipe 26-36% busy. bf16, which
-// does not spill, is no busier than MXFP8: two warps per scheduler cannot hide the MMA and shared-memory
-// latencies, which is what warpgroup MMA (sm_90 wgmma, asynchronous, operands from shared memory) would.
+// the launcher's tilings run 8 warps per SM (244-255 registers: 128 accumulators per thread; the fp8 and MXFP4
+// forms spill besides; tilings with larger rings fit 4), issue an instruction in 35-44% of cycles (26-28% at 4
+// warps) and keep the tensor pipe 26-36% busy. bf16, which does not spill, is no busier than MXFP8: two warps
+// per scheduler cannot hide the MMA and shared-memory latencies, which is what warpgroup MMA (sm_90 wgmma,
+// asynchronous, operands from shared memory) would.
 constexpr int kPfWarpsN = 4;                       // warps side by side along N
 constexpr int kPfMT = 4;                           // m16 tiles per warp: 64 rows
 constexpr int kPfNT = 8;                           // n8 tiles per warp: 64 columns
