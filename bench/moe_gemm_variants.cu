@@ -209,7 +209,7 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
     RING4(2, 3, 6, 8, 2);
     RING4(4, 2, 5, 8, 2);
     // 8 warps per block (MXFP8's ring gained 12% from them at 16 tokens, kRingWarpsMxfp8).
-    RING4W(4, 2, 2, 8, 2, 8);
+    RING4W(4, 2, 2, 8, 2, 8);  // the launcher's (kRingWarpsMxfp4)
     RING4W(4, 2, 2, 4, 2, 8);
     RING4W(2, 2, 4, 8, 2, 8);
     RING4W(4, 3, 2, 8, 2, 8);
