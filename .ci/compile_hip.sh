@@ -7,7 +7,9 @@
 #   Debian hipcc 5.2  -> gfx90a full object (-c). HIP_PLATFORM=amd: it picks NVIDIA when it finds nvcc.
 #   clang-19 -x hip   -> gfx942, gfx1100, gfx1201 device assembly (-S --cuda-device-only -nogpulib): Debian
 #                        ships no device libraries for them, so a full object cannot link.
-#   nvcc              -> sm_90 object (-c), compile only.
+#   nvcc              -> sm_90 object (-c), compile only; sources in WGMMA_SOURCES also for sm_90a with
+#                        -DGS_SM90A=1 (as harness/native/build.py builds on the H100 / H200), whose PTX must
+#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's bf16 prefill kernel.
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
 # vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
@@ -36,6 +38,7 @@ pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysc
 read -r pybind_inc python_inc <<<"$pyinc"
 inc=(-isystem "$pybind_inc" -isystem "$python_inc")
 MFMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip)
+WGMMA_SOURCES=(kernels/moe_gemm/moe_gemm.prefill.hip)
 failures=0
 run() {  # run <file> <target> <command...>
   local file=$1 target=$2; shift 2
@@ -81,9 +84,22 @@ for f in "${files[@]}"; do
     done
   done
   run "$f" sm_90 nvcc -x cu -std=c++17 -O2 -arch=sm_90 --fmad=false "${inc_mod[@]}" -c "$f" -o "$out/$base.sm_90.o"
+  for w in "${WGMMA_SOURCES[@]}"; do
+    [ "$f" = "$w" ] || continue
+    mkdir -p "$out/keep_$base"
+    run "$f" sm_90a nvcc -x cu -std=c++17 -O2 -arch=sm_90a -DGS_SM90A=1 --fmad=false "${inc_mod[@]}" \
+      --keep --keep-dir "$out/keep_$base" -c "$f" -o "$out/$base.sm_90a.o"
+    count=$(cat "$out/keep_$base"/*.ptx 2>/dev/null | grep -c 'wgmma.mma_async')
+    if [ "${count:-0}" -gt 0 ]; then
+      echo "ok    sm_90a  $f: $count warpgroup MMA instructions"
+    else
+      echo "FAIL  sm_90a  $f: no warpgroup MMA (wgmma.mma_async) in the PTX"
+      failures=$((failures + 1))
+    fi
+  done
 done
 if [ "$failures" -gt 0 ]; then
   echo "$failures compile(s) failed"
   exit 1
 fi
-echo "all ${#files[@]} sources compiled (.hip for gfx90a, gfx942, gfx1100, gfx1201, sm_90; .bind.cpp with g++); MFMA found where required"
+echo "all ${#files[@]} sources compiled (.hip for gfx90a, gfx942, gfx1100, gfx1201, sm_90; .bind.cpp with g++); MFMA and wgmma found where required"

@@ -212,7 +212,8 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
     """MXFP4 takes the ring up to block_m 16 (1 and 4: decode) and the prefill kernel above; the other formats
     from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the same bound). The
     tensor-core kernels (block_m 16: the shared-memory ring; 64: the prefill kernel's 64 x 256 tiles, 128: its
-    128 x 256 tiles of 8 warps, where the 5- and 17-row slots leave the second row of warps idle and 200 rows
+    128 x 256 tiles of 8 warps; bf16 on the H100 / H200 the warpgroup-MMA kernel's 64- and 128-row tiles,
+    where the 5- and 17-row slots leave the second row of warps idle and 200 rows
     run a full and a 72-row tile; N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
     four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
@@ -251,6 +252,32 @@ def test_gpu_tensor_core_path_propagates_nan_weights(poison, block_m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [32, 64, 128])
+def test_gpu_bf16_prefill_propagates_nan_of_one_weight_and_one_x_row_only(block_m):
+    """bf16 slots of more than 16 rows (the warpgroup-MMA kernel on the H100 / H200: 64-row CTAs below block_m
+    128, 128-row CTAs from it; the mma.sync tile kernel elsewhere): a NaN weight makes its column NaN in its
+    own expert's rows only and a NaN element of x makes its row NaN only, as in the CPU twin; every other
+    output is finite and the slack rows stay zero. Catches a kernel that mixes rows or columns of
+    neighbouring tiles, or swaps the two warpgroups' halves."""
+    x, q, bmap = _problem("bf16", e=2, n=136, k=96, sizes=(70, 33), slack=2, block_m=block_m, seed=11)
+    q.data[1, 5, 40] = float("nan")  # expert 1 (rows 70..102), column 5
+    x[3, 77] = float("nan")  # expert 0's row 3
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m)
+    expected_nan = torch.zeros(out.shape, dtype=torch.bool)
+    expected_nan[70:103, 5] = True
+    expected_nan[3, :] = True
+    assert torch.equal(torch.isnan(cpu), expected_nan)
+    assert torch.equal(torch.isnan(out), expected_nan)
+    assert torch.equal(out[103:], torch.zeros(2, 136, dtype=torch.bfloat16))
+    finite = ~expected_nan
+    ref = moe_gemm_reference(x, q, bmap)
+    assert quant.max_rel_error(out.float()[finite], ref[finite]) <= OUTPUT_ROUNDING_BOUND + 96 * 2.0**-24
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     ("fmt", "block_m"),
     [
@@ -273,7 +300,11 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     by the scale only while every scale byte a warp reads for 4 chunks lies in 113..134 (its fast path, which
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
     its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code, and
-    the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128."""
+    the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128. MXFP8 at block_m 64 and
+    128 on the H100 / H200 takes the warpgroup-MMA kernel, which multiplies the scale into the bf16 weights
+    while every byte of a 64-K stage lies in 10..246 or is 255 and computes other stages on the CUDA cores:
+    column 8's chunks 0..3 (2^-118, stages 0 and 1) take that exact path and its chunks 4..7 (2^-117) the
+    fast one, at the same magnitude, so an error in either half, or in adding the two, shows in column 8."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
@@ -281,6 +312,8 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     q.scale[0, 4, 5] = 255
     q.scale[:, 6, 2] = 10  # 2^-117 times weights >= 2^-9: the smallest scale that stays exact in bf16
     q.scale[:, 7, 0] = 0
+    q.scale[:, 8, :4] = 9
+    q.scale[:, 8, 4:] = 10
     qd = _to(q, "cuda")
     assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
     out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()

@@ -116,7 +116,9 @@ def device_arch(backend: str) -> str:
     index = torch.cuda.current_device()
     if backend == "cuda":
         major, minor = torch.cuda.get_device_capability(index)
-        return f"sm_{major}{minor}"
+        # 9.0 (H100 / H200): the arch-specific target, whose warpgroup MMA (wgmma) the MoE GEMM's prefill uses;
+        # its code runs on compute capability 9.0 only, which is the device it is built for here.
+        return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
     # gcnArchName looks like "gfx90a:sramecc+:xnack-"; the offload arch is the part before the features.
     return torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
 
@@ -227,6 +229,7 @@ def _compile_flags(
             "-x",
             "cu",
             f"-arch={arch}",
+            *(["-DGS_SM90A=1"] if arch == "sm_90a" else []),  # host code's sign of the wgmma kernels' build
             "-split-compile=0",
             "--fmad=false",
             "-Xcompiler",

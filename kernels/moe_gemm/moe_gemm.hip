@@ -30,9 +30,11 @@
 //   every slot; see gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode;
 //   0.87 of copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4; MXFP4 from
 //   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
-//   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. Both are deterministic but accumulate in the tensor core's own
-//   order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python
-//   op says which family ran ("tensor_core" or "cuda_core").
+//   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
+//   (H100 / H200) bf16 prefill slots take the warpgroup-MMA kernel gs_moe_gemm_wgmma_kernel instead. All are
+//   deterministic but accumulate in the tensor core's own order: within one bf16 rounding of the CUDA-core
+//   kernel, not bitwise equal. kernel_path() in the Python op says which family ran ("tensor_core" or
+//   "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
 //   (gs_moe_gemm_mfma_kernel; compiled and checked for MFMA instructions, not run: no AMD GPU here).
 #include "hip_compat.h"
@@ -1620,6 +1622,413 @@ __global__ void __launch_bounds__(GsPf<FMT, MW, U, S>::kThreads, 2 / MW) gs_moe_
   }
 }
 
+// ------------------------------------------- warpgroup-MMA prefill kernel (sm_90a: wgmma)
+// bf16 slots of more than 16 rows on the H100 / H200 when the module is built for sm_90a (harness/native/
+// build.py targets sm_90a on compute capability 9.0 and then defines GS_SM90A). A CTA computes a BM-row x BN-
+// column output tile with two warpgroups issuing m64nNk16 warpgroup MMAs whose operands both come from shared
+// memory (x rows as A, weight columns as B: both K-major, wgmma's untransposed form), accumulating in f32
+// registers (N / 2 per thread). Every thread copies with cp.async into a ring of S stages of 64 K (128 bytes
+// per row: one row of the 128-byte swizzle the wgmma descriptors name; 16-byte piece p of row r at p ^ (r & 7),
+// the layout TMA writes for that mode). Per stage: wait for its copies, make them visible to the asynchronous
+// proxy wgmma reads through (fence.proxy.async), one barrier, refill the slot whose MMAs the barrier proved
+// finished (two stages back: each warpgroup waits for all but its newest group of MMAs), then issue this
+// stage's 4 MMAs without waiting for them, so one stage's MMAs overlap the next stage's barrier and copies
+// (mma.sync's synchronous tiles kept the tensor pipe 26-36% busy, the prefill kernel's note). Deterministic:
+// each output element accumulates its K in a fixed order; rows past the slot read zeros. Checked on the H200
+// against the CPU twin (tests/test_moe_gemm_ops.py: partial tiles, odd N, K tails, NaN weights and rows, 200-row
+// slots) and under compute-sanitizer memcheck (reports/measurements/h200-2026-12-02-session10).
+// DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu, two runs, same folder): 0.510-0.535 ms in the
+// launcher's 128-row form (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s) against 1.06-1.07 for the mma.sync
+// tile kernel and 0.519 for torch._grouped_mm; 64-row slots 0.67 ms (the weights are staged once per 64 rows).
+// MXFP8 (kMx8: weights converted per stage into bf16 with the scale, in shared memory) is correct there but
+// measured 0.997-1.127 ms in four 128-row tilings against 1.028 for the mma.sync kernel in the same run, and
+// slower at small K (the op 0.061 against 0.044 ms): the launcher keeps MXFP8 on the mma.sync kernel, and
+// bench/moe_gemm_variants.cu times this form (the base for a form that converts in registers).
+constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
+// The launcher's forms. 128-row slots: 256 columns, 4 stages (193 KB): 0.510 / 0.535 ms at DSv3-prefill against
+// 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against
+// 0.0335-0.0337 ms at small-K-MoE. 64-row slots: 128 columns, 4 stages, 2 CTAs per SM (97 KB each): 0.0275 ms
+// at small-K-MoE against 0.0290-0.0295 for one CTA of 256 columns and 4-5 stages or of 128 and 8; at DSv3-prefill
+// in 64-row slots 0.674 against 0.670-0.683 (reports/measurements/h200-2026-12-02-session10, calls A and B).
+constexpr int kWgN = 256;
+constexpr int kWgStages = 4;
+constexpr int kWgN64 = 128;
+constexpr int kWgStages64 = 4;
+constexpr int kWgMinBlocks64 = 2;
+
+// BM rows x BN columns per CTA, S stages. BM 128: the two warpgroups take 64 rows each, all BN columns; BM 64:
+// both take the same 64 rows and half the columns each (slots of at most 64 rows stage every weight once).
+// A stage holds the BM rows of bf16 x (the MMAs' A operand, swizzled) and the weights: bf16 columns as the
+// MMAs' B operand (swizzled); MXFP8 as they are stored (64 bytes per column) with each column's E8M0 word of
+// the stage's group of 4 chunks, converted per stage into one of two bf16 B buffers after the ring.
+template <int FMT, int BN, int S, int BM>
+struct GsWg {
+  static constexpr bool kMx8 = FMT == GS_FMT_MXFP8;
+  static constexpr int kThreads = 256;
+  static constexpr int kABytes = BM * 128;
+  static constexpr int kBBytes = kMx8 ? BN * 64 : BN * 128;  // the stage's weights as stored
+  static constexpr int kSBytes = kMx8 ? BN * 4 : 0;
+  static constexpr int kStageBytes = (kABytes + kBBytes + kSBytes + 1023) / 1024 * 1024;  // swizzle atoms aligned
+  static constexpr int kCvtBytes = kMx8 ? 2 * BN * 128 : 0;  // MXFP8: two converted bf16 B buffers
+  static constexpr int kSmem = S * kStageBytes + kCvtBytes + 1024;  // + slack to align the ring to 1024 bytes
+  static constexpr int kMmaN = BM == 128 ? BN : BN / 2;  // columns of one warpgroup's MMAs
+  static_assert(FMT == GS_FMT_BF16 || FMT == GS_FMT_MXFP8, "wgmma kernel formats: bf16, MXFP8");
+  static_assert(BM == 64 || BM == 128, "rows per CTA: 64 or 128");
+  static_assert(kMmaN == 64 || kMmaN == 128 || kMmaN == 192 || kMmaN == 256, "wgmma N: 64, 128, 192 or 256");
+  static_assert(BN % 64 == 0 && BN <= 256, "MXFP8 copy and conversion tiling");
+  static_assert(S >= 3, "one stage in the MMAs, one being waited for, at least one in flight");
+  static_assert(kSmem <= 227 * 1024, "shared memory a CTA can opt into");
+};
+
+// MXFP8 on the warpgroup-MMA path: E8M0 bytes whose scale the bf16 conversion multiplies in exactly. e4m3
+// magnitudes 2^-9 .. 448 times 2^(e-127) stay bf16 normals (2^-126 .. 2^128 excluded) for e in 10..246, so the
+// product is exact; 255 is NaN (the bf16 scale is then NaN, as the twin's). A stage holding any other byte
+// (for a chunk that exists) is computed exactly on the CUDA cores instead (gs_moe_gemm_wgmma_kernel's MXFP8
+// conversion step).
+__device__ __forceinline__ bool gs_wg_e8m0_fast(uint32_t e) { return (e >= 10u && e <= 246u) || e == 255u; }
+
+// Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address >> 4, leading byte offset
+// 16 (unused by the swizzled K-major layout), stride byte offset 1024 (8 rows of 128 bytes), 128-byte swizzle.
+__device__ __forceinline__ uint64_t gs_wgmma_desc(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (uint64_t{1} << 16) | (uint64_t{64} << 32) |
+         (uint64_t{1} << 62);
+}
+
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GS_WGMMA_DEVICE 1
+__device__ __forceinline__ void gs_wgmma_m64n256k16_bf16(float (&d)[128], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void gs_wgmma_m64n192k16_bf16(float (&d)[96], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95"
+      "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+      : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void gs_wgmma_m64n128k16_bf16(float (&d)[64], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void gs_wgmma_m64n64k16_bf16(float (&d)[32], uint64_t da, uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void gs_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void gs_wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void gs_wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// One m64nNk16 MMA of bf16 operands from shared memory into f32 accumulators (N / 2 per thread).
+template <int N>
+__device__ __forceinline__ void gs_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db) {
+  if constexpr (N == 256) gs_wgmma_m64n256k16_bf16(d, da, db);
+  else if constexpr (N == 192) gs_wgmma_m64n192k16_bf16(d, da, db);
+  else if constexpr (N == 128) gs_wgmma_m64n128k16_bf16(d, da, db);
+  else gs_wgmma_m64n64k16_bf16(d, da, db);
+}
+// Pins accumulator registers at this point of the instruction stream (CUTLASS's warpgroup_fence_operand): the
+// compiler may not move their reads or writes across it, so no register move meets an MMA still writing them.
+template <int N>
+__device__ __forceinline__ void gs_wgmma_pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+#endif
+
+template <int FMT, int BN, int S, int BM = 128, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs a) {
+#if defined(GS_WGMMA_DEVICE)
+  using P = GsWg<FMT, BN, S, BM>;
+  constexpr bool kMx8 = P::kMx8;
+  constexpr int kN = P::kMmaN, kXPer = BM / 32;
+  constexpr int kBPer = kMx8 ? BN / 64 : BN / 32;  // weight pieces each thread copies per stage
+  extern __shared__ __align__(16) uint8_t gs_wg_smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wg_smem_raw));
+  uint8_t* const ring = gs_wg_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  uint8_t* const cvt = ring + S * P::kStageBytes;  // MXFP8: the two converted B buffers
+  const int64_t slot = blockIdx.y;
+  const int32_t expert = a.map[slot * 3];
+  if (expert < 0 || expert >= a.E) return;  // block-uniform
+  const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * BN;
+  const int64_t nkt = (a.K + kWgK - 1) / kWgK, nchunks = a.K / kChunk;
+  // This warpgroup's operands: its 64 rows of x (BM 128) or its half of the columns (BM 64).
+  const uint32_t a_off = BM == 128 ? wg * 64 * 128 : 0;
+  const uint32_t b_off = BM == 128 ? 0 : wg * kN * 128;
+  const int mbase = BM == 128 ? wg * 64 : 0, nbase = BM == 128 ? 0 : wg * kN;
+  // Issue side. x and bf16 weights: 16-byte piece pc of rows pr + 32 j, swizzled (pr + 32 j keeps pr & 7).
+  // MXFP8 weights: piece qc of column qr + 64 j, as stored. MXFP8 scales: thread tid < BN, column tid's word.
+  const int pr = tid / 8, pc = tid % 8, qr = tid / 4, qc = tid % 4;
+  const int dst = pr * 128 + ((pc ^ (pr & 7)) * 16);
+  const uint8_t* wsrc[kBPer];
+  bool win[kBPer];
+#pragma unroll
+  for (int j = 0; j < kBPer; ++j) {
+    const int64_t n = col0 + (kMx8 ? qr + 64 * j : pr + 32 * j);
+    win[j] = n < a.N;
+    wsrc[j] = a.w + (expert * a.w_se + (win[j] ? n : 0) * a.w_sn) * (kMx8 ? 1 : 2) + (kMx8 ? qc * 16 : pc * 16);
+  }
+  const uint8_t* ssrc = nullptr;
+  bool vec_s = false;
+  if (kMx8 && tid < BN) {
+    const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;  // clamp: never stored
+    ssrc = a.s + expert * a.s_se + n * a.s_sn;
+    vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+  }
+  for (int64_t rg = 0; rg < rows; rg += BM) {
+    const int mrows = static_cast<int>(rows - rg < BM ? rows - rg : BM);
+    const uint16_t* xrow[kXPer];
+    bool xin[kXPer];
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) {
+      const int r = pr + 32 * j;
+      xin[j] = r < mrows;
+      xrow[j] = a.x + (xin[j] ? (row0 + rg + r) * a.x_sr : 0) + pc * 8;
+    }
+    auto issue = [&](int64_t kt, int sl) {
+      uint8_t* base = ring + sl * P::kStageBytes;
+      const int64_t k = kt * kWgK;
+      const bool kin = k + pc * 8 < a.K;  // K is a multiple of 32: a piece lies wholly inside or outside
+#pragma unroll
+      for (int j = 0; j < kXPer; ++j)
+        gs_cp_async16(base + dst + j * 32 * 128, kin && xin[j] ? xrow[j] + k : a.x, kin && xin[j]);
+      if constexpr (kMx8) {
+        const bool qin = k + qc * 16 < a.K;
+#pragma unroll
+        for (int j = 0; j < kBPer; ++j)
+          gs_cp_async16(base + P::kABytes + (qr + 64 * j) * 64 + qc * 16, qin && win[j] ? wsrc[j] + k : a.w,
+                        qin && win[j]);
+        if (tid < BN) {
+          const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
+          uint8_t* sd = base + P::kABytes + P::kBBytes + tid * 4;
+          if (vec_s && 4 * q + 4 <= nchunks) {
+            gs_cp_async4(sd, ssrc + 4 * q);
+          } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
+            uint32_t v = 0;
+            for (int u = 0; u < 4; ++u)
+              if (4 * q + u < nchunks) v |= static_cast<uint32_t>(ssrc[(4 * q + u) * a.s_sk]) << (8 * u);
+            *reinterpret_cast<uint32_t*>(sd) = v;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int j = 0; j < kBPer; ++j)
+          gs_cp_async16(base + P::kABytes + dst + j * 32 * 128, kin && win[j] ? wsrc[j] + 2 * k : a.w, kin && win[j]);
+      }
+    };
+    float acc[kN / 2];
+    float exact[kMx8 ? kN / 2 : 1];  // MXFP8: what stages computed on the CUDA cores add
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (kMx8 ? kN / 2 : 1); ++i) exact[i] = 0.0f;
+    gs_wgmma_pin(acc);
+#pragma unroll
+    for (int s = 0; s < S - 2; ++s) {
+      if (s < nkt) issue(s, s);
+      gs_cp_async_commit();
+    }
+    for (int64_t kt = 0; kt < nkt; ++kt) {
+      const int sl = static_cast<int>(kt % S);
+      gs_cp_async_wait<S - 3>();  // stage kt's copies (this thread's) have landed ...
+      if constexpr (!kMx8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma ...
+      __syncthreads();  // ... for every thread; every warpgroup's MMAs of stage kt - 2 have finished
+      if (kt + S - 2 < nkt) issue(kt + S - 2, static_cast<int>((kt + S - 2) % S));
+      gs_cp_async_commit();  // possibly empty: keeps the group count per stage
+      uint32_t sb = ring_s + static_cast<uint32_t>(sl * P::kStageBytes) + P::kABytes;  // the MMAs' B
+      if constexpr (kMx8) {
+        // Convert the stage's weights into B buffer kt % 2 (its MMAs, of stage kt - 2, have finished): each
+        // thread 16 bytes of e4m3 (16 K of one column, one chunk's scale) per piece, exactly, the scale
+        // multiplied in where gs_wg_e8m0_fast allows it. A stage with any other scale byte converts zeros
+        // and is computed below on the CUDA cores (its MMAs then multiply x by zeros: an infinite x element
+        // gives NaN there where the twin may give an infinity).
+        const uint8_t* st = ring + sl * P::kStageBytes;
+        uint8_t* cb = cvt + (kt % 2) * (BN * 128);
+        bool slow = false;
+        uint4 outv[kBPer][2];
+#pragma unroll
+        for (int j = 0; j < kBPer; ++j) {
+          const int n = qr + 64 * j;
+          const uint4 wv = *reinterpret_cast<const uint4*>(st + P::kABytes + n * 64 + qc * 16);
+          const int64_t chunk = kt * 2 + qc / 2;
+          const uint32_t e = (*reinterpret_cast<const uint32_t*>(st + P::kABytes + P::kBBytes + n * 4) >>
+                              (8 * (2 * (kt % 2) + qc / 2))) & 0xFFu;
+          slow = slow || (chunk < nchunks && !gs_wg_e8m0_fast(e));
+          const uint32_t sbits = e == 255u ? 0x7FC0u : (e << 7);
+          const uint32_t s2 = sbits | (sbits << 16);
+          __nv_bfloat162 m;
+          memcpy(&m, &s2, 4);
+          uint32_t h[8];
+          gs_e4m3x4_to_bf16x2(wv.x, h[0], h[1]);
+          gs_e4m3x4_to_bf16x2(wv.y, h[2], h[3]);
+          gs_e4m3x4_to_bf16x2(wv.z, h[4], h[5]);
+          gs_e4m3x4_to_bf16x2(wv.w, h[6], h[7]);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) {
+            __nv_bfloat162 v;
+            memcpy(&v, &h[i], 4);
+            v = __hmul2(v, m);
+            memcpy(&h[i], &v, 4);
+          }
+          outv[j][0] = make_uint4(h[0], h[1], h[2], h[3]);
+          outv[j][1] = make_uint4(h[4], h[5], h[6], h[7]);
+        }
+        const bool any_slow = __syncthreads_or(slow) != 0;  // every thread has read its scale words
+#pragma unroll
+        for (int j = 0; j < kBPer; ++j) {
+          const int n = qr + 64 * j;
+#pragma unroll
+          for (int u = 0; u < 2; ++u)
+            *reinterpret_cast<uint4*>(cb + n * 128 + (((2 * qc + u) ^ (n & 7)) * 16)) =
+                any_slow ? make_uint4(0u, 0u, 0u, 0u) : outv[j][u];
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // x copies and conversions -> wgmma
+        __syncthreads();
+        sb = static_cast<uint32_t>(__cvta_generic_to_shared(cb));
+        if (any_slow) {
+          // This thread's outputs (rows mbase + 16 warp + g + 8 h, columns nbase + 8 j + 2 t + c), per chunk as
+          // the CPU twin forms them: an f32 dot of the chunk's decoded weights and x, times the chunk's scale.
+          const uint8_t* xs = st;
+#pragma unroll 1
+          for (int c = 0; c < 2; ++c) {
+            if (kt * 2 + c >= nchunks) break;
+#pragma unroll 1
+            for (int i = 0; i < kN / 2; ++i) {
+              const int j = i / 4, h = (i / 2) % 2, cc = i % 2;
+              const int r = mbase + warp * 16 + g + 8 * h, n = nbase + 8 * j + 2 * t + cc;
+              float dot = 0.0f;
+              for (int kk = c * 32; kk < c * 32 + 32; ++kk) {
+                const uint16_t xb =
+                    *reinterpret_cast<const uint16_t*>(xs + r * 128 + (((kk / 8) ^ (r & 7)) * 16) + (kk % 8) * 2);
+                dot = fmaf(gs_e4m3fn(st[P::kABytes + n * 64 + kk]), gs_bf16_to_float(xb), dot);
+              }
+              const uint32_t e = (*reinterpret_cast<const uint32_t*>(st + P::kABytes + P::kBBytes + n * 4) >>
+                                  (8 * (2 * (kt % 2) + c))) & 0xFFu;
+              exact[i] = fmaf(dot, gs_e8m0(e), exact[i]);
+            }
+          }
+        }
+      }
+      // Both warpgroups issue their MMAs even when one has no rows of the slot (it multiplies zeros): a
+      // branch around wgmma makes ptxas serialize every MMA of the kernel (its C7518 warning).
+      const uint32_t sa = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
+      const uint64_t da = gs_wgmma_desc(sa + a_off), db = gs_wgmma_desc(sb + b_off);
+      gs_wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kWgK / 16; ++kk)  // +32 bytes of K per step: +2 in the descriptor's address
+        gs_wgmma_bf16<kN>(acc, da + 2 * kk, db + 2 * kk);
+      gs_wgmma_commit();
+      gs_wgmma_wait<1>();
+    }
+    gs_wgmma_wait<0>();
+    gs_wgmma_pin(acc);
+    gs_cp_async_wait<0>();
+    __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
+    // Accumulator layout (PTX ISA, wgmma D fragments for .m64nNk16): acc[4 j + 2 h + c] is row 16 warp + g + 8 h
+    // of the warpgroup's 64, column 8 j + 2 t + c of its kN.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = mbase + warp * 16 + g + 8 * h;
+      if (r >= mrows) continue;
+      uint16_t* o = a.out + (row0 + rg + r) * a.N;
+#pragma unroll
+      for (int j = 0; j < kN / 8; ++j) {
+        const int64_t n = col0 + nbase + 8 * j + 2 * t;
+        float v[2] = {acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]};
+        if constexpr (kMx8) {
+          v[0] += exact[4 * j + 2 * h];
+          v[1] += exact[4 * j + 2 * h + 1];
+        }
+        const uint16_t v0 = gs_float_to_bf16(v[0]), v1 = gs_float_to_bf16(v[1]);
+        if (n + 1 < a.N && (a.N & 1) == 0) {
+          *reinterpret_cast<uint32_t*>(o + n) = static_cast<uint32_t>(v0) | (static_cast<uint32_t>(v1) << 16);
+        } else {
+          if (n < a.N) o[n] = v0;
+          if (n + 1 < a.N) o[n + 1] = v1;
+        }
+      }
+    }
+  }
+#else
+  (void)a;
+  __trap();  // the launcher picks this kernel only in sm_90a builds (GS_SM90A)
+#endif
+}
+
 // Compute capability >= 8.0 of the current device (mma.sync bf16): asked once per device and kept, so an
 // eager call makes no attribute query (the op's host cost per call is in bench/moe_gemm.py, host_us).
 // 0 unknown, 1 no, 2 yes; two threads racing on a device both ask and store the same answer.
@@ -1950,13 +2359,31 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
   return hipGetLastError();
 }
 
+// The warpgroup-MMA kernel (bf16 and MXFP8, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB
+// CTAs per SM.
+template <int FMT, int BN, int S, int BM, int MINB = 1>
+inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
+  using P = GsWg<FMT, BN, S, BM>;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<FMT, BN, S, BM, MINB>>(P::kSmem);
+  if (err != hipSuccess) return err;
+  dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<FMT, BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
+  return hipGetLastError();
+}
+
 // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
-// block_m >= 128 (GsPf's note). Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
+// block_m >= 128 (GsPf's note); bf16 in sm_90a builds the warpgroup-MMA kernel (kWgN's note). Compiled in the
+// prefill translation unit (GS_MOE_PREFILL_UNIT).
 hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
   // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
   // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
+#if defined(GS_SM90A)
+  if (a.fmt == bf16)
+    return block_m >= 128 ? gs_launch_wgmma<bf16, kWgN, kWgStages, 128>(a, stream)
+                          : gs_launch_wgmma<bf16, kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
+#endif
   if (block_m >= 128) {
     if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
     if (a.fmt == mx8) return gs_launch_prefill<mx8, 2, 4>(a, stream);
@@ -1998,12 +2425,23 @@ inline bool gs_moe_uses_ring(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
-// The ring and prefill kernels' fp8 / MXFP4 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows writes
-// first: bytes of caller-provided device workspace for it, 0 on every other path (the MFMA kernel reads bf16
-// x). Layout: f16 [R, K], then f32 [R].
+// Whether the warpgroup-MMA kernel takes the call: bf16 prefill slots in sm_90a builds.
+inline bool gs_moe_uses_wgmma(const GsMoeArgs& a, int block_m) {
+#if defined(GS_SM90A)
+  return a.fmt == GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_ring(a, block_m);
+#else
+  (void)a;
+  (void)block_m;
+  return false;
+#endif
+}
+
+// The ring and mma.sync prefill kernels' fp8 / MXFP4 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows
+// writes first: bytes of caller-provided device workspace for it, 0 on every other path (the MFMA and
+// warpgroup-MMA kernels read bf16 x). Layout: f16 [R, K], then f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_wgmma(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 #else
   (void)a;
