@@ -14,10 +14,12 @@
 // (4) MXFP4 at the decode shapes: ring-kernel tilings against the CUDA-core kernel (tolerance), timed.
 // (5) The prefill kernel's tilings (rows of warps, chunks and stages per ring) for MXFP8, bf16 and MXFP4 at the
 // DeepSeek-like prefill shape and the small-K shape (K 512, 64 tokens per expert), with 64- and 128-row slots.
+// (6) Built for sm_90a with -DGS_SM90A=1 (the line below): the warpgroup-MMA kernel's tilings for bf16 and
+// MXFP8 in (5)'s sweep (64- and 128-row CTAs, columns, stages), checked against the op's output like the others.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
-//   nvcc -x cu -O2 -std=c++17 -arch=sm_90 --fmad=false -I kernels/common -I kernels/moe_gemm -DGS_MOE_GEMM_MATH_ONLY \
-//        bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
+//   nvcc -x cu -O2 -std=c++17 -arch=sm_90a -DGS_SM90A=1 --fmad=false -I kernels/common -I kernels/moe_gemm \
+//        -DGS_MOE_GEMM_MATH_ONLY bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -264,6 +266,25 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     PF("prefill_MW2_128B_S4", 2, 2 * U0, 4);
   }
 #undef PF
+#if defined(GS_SM90A)
+  if constexpr (FMT == GS_FMT_BF16 || FMT == GS_FMT_MXFP8) {
+#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<FMT, BN, S, BM, MINB>(AA, 0))); }, false)
+    // 128-row slots (block_m 128) with 128-row CTAs; the launcher's first.
+    WG("wgmma_BM128_N128_S6_m128", 128, 6, 128, 1, a128);
+    WG("wgmma_BM128_N128_S7_m128", 128, 7, 128, 1, a128);
+    WG("wgmma_BM128_N192_S5_m128", 192, 5, 128, 1, a128);
+    WG("wgmma_BM128_N256_S4_m128", 256, 4, 128, 1, a128);
+    // 64-row slots (block_m 64) with 64-row CTAs (the two warpgroups split the columns); the launcher's first.
+    WG("wgmma_BM64_N256_S5_m64", 256, 5, 64, 1, a);
+    WG("wgmma_BM64_N256_S4_m64", 256, 4, 64, 1, a);
+    WG("wgmma_BM64_N128_S8_m64", 128, 8, 64, 1, a);
+    WG("wgmma_BM64_N128_S4_minb2_m64", 128, 4, 64, 2, a);
+    WG("wgmma_BM128_N128_S6_m64", 128, 6, 128, 1, a);  // 128-row CTAs on 64-row slots: half their rows are zeros
+    // 128-row slots with 64-row CTAs: the weights staged twice per slot.
+    WG("wgmma_BM64_N256_S5_m128", 256, 5, 64, 1, a128);
+#undef WG
+  }
+#endif
   run("op_launch_block_m128", [&] { CK(gs_moe_gemm_launch(a128, 128, 1, 0)); }, false);  // prepare_rows + prefill
   CK(cudaFree(dmap128));
 }
