@@ -1643,7 +1643,10 @@ __global__ void __launch_bounds__(GsPf<FMT, MW, U, S>::kThreads, 2 / MW) gs_moe_
 // MXFP8 (kMx8: weights converted per stage into bf16 with the scale, in shared memory) is correct there but
 // measured 0.997-1.127 ms in four 128-row tilings against 1.028 for the mma.sync kernel in the same run, and
 // slower at small K (the op 0.061 against 0.044 ms): the launcher keeps MXFP8 on the mma.sync kernel, and
-// bench/moe_gemm_variants.cu times this form (the base for a form that converts in registers).
+// bench/moe_gemm_variants.cu times this form. Under Nsight Compute it issues in 32% of cycles with 2 warps per
+// scheduler and 0.47 eligible, no pipe above 32% (the bf16 form: 76% of DRAM throughput): latency-bound on the
+// per-stage conversion, which more converting warps or a conversion in registers (wgmma's A from registers)
+// would hide.
 constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
 // The launcher's forms. 128-row slots: 256 columns, 4 stages (193 KB): 0.510 / 0.535 ms at DSv3-prefill against
 // 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against
