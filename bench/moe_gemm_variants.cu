@@ -14,8 +14,8 @@
 // (4) MXFP4 at the decode shapes: ring-kernel tilings against the CUDA-core kernel (tolerance), timed.
 // (5) The prefill kernel's tilings (rows of warps, chunks and stages per ring) for MXFP8, bf16 and MXFP4 at the
 // DeepSeek-like prefill shape and the small-K shape (K 512, 64 tokens per expert), with 64- and 128-row slots.
-// (6) Built for sm_90a with -DGS_SM90A=1 (the line below): the warpgroup-MMA kernel's tilings for bf16 and
-// MXFP8 in (5)'s sweep (64- and 128-row CTAs, columns, stages), checked against the op's output like the others.
+// (6) Built for sm_90a with -DGS_SM90A=1 (the line below): the warpgroup-MMA kernels' tilings in (5)'s sweep,
+// bf16 (64- and 128-row CTAs, columns, stages) and MXFP8 (rows of x per CTA, stages), checked like the others.
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90a -DGS_SM90A=1 --fmad=false -I kernels/common -I kernels/moe_gemm \
@@ -243,6 +243,12 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
   GsMoeArgs a128 = a;
   a128.map = dmap128;
   a128.S = static_cast<int64_t>(map128.size() / 3);
+  // The tile kernels read x as prepared in its own order: the op's launch before this (the MXFP8 warpgroup-MMA
+  // kernel on sm_90a) may have left it in that kernel's order.
+  if (a.xh) {
+    gs_moe_prepare_rows<<<static_cast<unsigned>(a.R), kThreads>>>(a, 0);
+    CK(cudaDeviceSynchronize());
+  }
 // Variants whose ring needs more than the 227 KB of shared memory a block can opt into are skipped.
 #define PF(NAME, MW, U, S)                                                                            \
   if constexpr (GsPf<FMT, MW, U, S>::kSmem <= 227 * 1024)                                             \
@@ -267,22 +273,43 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
   }
 #undef PF
 #if defined(GS_SM90A)
-  if constexpr (FMT == GS_FMT_BF16 || FMT == GS_FMT_MXFP8) {
-#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<FMT, BN, S, BM, MINB>(AA, 0))); }, false)
+  if constexpr (FMT == GS_FMT_BF16) {
+#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<BN, S, BM, MINB>(AA, 0))); }, false)
     // 128-row slots (block_m 128) with 128-row CTAs; the launcher's first.
+    WG("wgmma_BM128_N256_S4_m128", 256, 4, 128, 1, a128);
     WG("wgmma_BM128_N128_S6_m128", 128, 6, 128, 1, a128);
     WG("wgmma_BM128_N128_S7_m128", 128, 7, 128, 1, a128);
     WG("wgmma_BM128_N192_S5_m128", 192, 5, 128, 1, a128);
-    WG("wgmma_BM128_N256_S4_m128", 256, 4, 128, 1, a128);
     // 64-row slots (block_m 64) with 64-row CTAs (the two warpgroups split the columns); the launcher's first.
+    WG("wgmma_BM64_N128_S4_minb2_m64", 128, 4, 64, 2, a);
     WG("wgmma_BM64_N256_S5_m64", 256, 5, 64, 1, a);
     WG("wgmma_BM64_N256_S4_m64", 256, 4, 64, 1, a);
     WG("wgmma_BM64_N128_S8_m64", 128, 8, 64, 1, a);
-    WG("wgmma_BM64_N128_S4_minb2_m64", 128, 4, 64, 2, a);
     WG("wgmma_BM128_N128_S6_m64", 128, 6, 128, 1, a);  // 128-row CTAs on 64-row slots: half their rows are zeros
     // 128-row slots with 64-row CTAs: the weights staged twice per slot.
     WG("wgmma_BM64_N256_S5_m128", 256, 5, 64, 1, a128);
 #undef WG
+  }
+  if constexpr (FMT == GS_FMT_MXFP8) {
+    // The MXFP8 kernel reads x as gs_moe_prepare_rows writes it with xh_wgmma set: its own copy here.
+    GsMoeArgs aw = a, aw128 = a128;
+    CK(cudaMalloc(&aw.xh, a.R * a.K * 2));
+    CK(cudaMalloc(&aw.x_rs, a.R * 4));
+    aw.xh_wgmma = 1;
+    gs_moe_prepare_rows<<<static_cast<unsigned>(a.R), kThreads>>>(aw, 0);
+    CK(cudaDeviceSynchronize());
+    aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
+#define WX(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8<TM, S, MINB>(AA, 0))); }, false)
+    WX("wgmma_mx8_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
+    WX("wgmma_mx8_TM128_S7_m128", 128, 7, 1, aw128);
+    WX("wgmma_mx8_TM128_S8_m128", 128, 8, 1, aw128);
+    WX("wgmma_mx8_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
+    WX("wgmma_mx8_TM64_S6_minb2_m64", 64, 6, 2, aw);
+    WX("wgmma_mx8_TM64_S8_m64", 64, 8, 1, aw);
+    WX("wgmma_mx8_TM64_S6_minb2_m128", 64, 6, 2, aw128);  // 128-row slots in 64-row CTAs
+#undef WX
+    CK(cudaFree(aw.xh));
+    CK(cudaFree(aw.x_rs));
   }
 #endif
   run("op_launch_block_m128", [&] { CK(gs_moe_gemm_launch(a128, 128, 1, 0)); }, false);  // prepare_rows + prefill

@@ -301,10 +301,9 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
     its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code, and
     the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128. MXFP8 at block_m 64 and
-    128 on the H100 / H200 takes the warpgroup-MMA kernel, which multiplies the scale into the bf16 weights
-    while every byte of a 64-K stage lies in 10..246 or is 255 and computes other stages on the CUDA cores:
-    column 8's chunks 0..3 (2^-118, stages 0 and 1) take that exact path and its chunks 4..7 (2^-117) the
-    fast one, at the same magnitude, so an error in either half, or in adding the two, shows in column 8."""
+    128 on the H100 / H200 takes the warpgroup-MMA kernel, which multiplies each chunk's f32 partial by
+    gs_e8m0's scale: column 8 (chunks 0..3 at 2^-118, 4..7 at 2^-117, a column of outputs near 1e-33) shows a
+    scale applied to the wrong chunk or column, or lost below bf16's normal range."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140

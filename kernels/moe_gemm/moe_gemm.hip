@@ -31,7 +31,8 @@
 //   0.87 of copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4; MXFP4 from
 //   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
 //   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
-//   (H100 / H200) bf16 prefill slots take the warpgroup-MMA kernel gs_moe_gemm_wgmma_kernel instead. All are
+//   (H100 / H200) bf16 and MXFP8 prefill slots take the warpgroup-MMA kernels gs_moe_gemm_wgmma_kernel and
+//   gs_moe_gemm_wgmma_mx8_kernel instead. All are
 //   deterministic but accumulate in the tensor core's own order: within one bf16 rounding of the CUDA-core
 //   kernel, not bitwise equal. kernel_path() in the Python op says which family ran ("tensor_core" or
 //   "cuda_core").
@@ -176,6 +177,8 @@ struct GsMoeArgs {
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
+  // gs_moe_prepare_rows writes xh in gs_moe_gemm_wgmma_mx8_kernel's K order within each 32-element chunk.
+  int xh_wgmma = 0;
 };
 
 // K/N extent of one weight scale per format (kernels/moe_gemm/ops.py SCALE_K_BLOCK / SCALE_N_BLOCK;
@@ -1640,13 +1643,9 @@ __global__ void __launch_bounds__(GsPf<FMT, MW, U, S>::kThreads, 2 / MW) gs_moe_
 // DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu, two runs, same folder): 0.510-0.535 ms in the
 // launcher's 128-row form (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s) against 1.06-1.07 for the mma.sync
 // tile kernel and 0.519 for torch._grouped_mm; 64-row slots 0.67 ms (the weights are staged once per 64 rows).
-// MXFP8 (kMx8: weights converted per stage into bf16 with the scale, in shared memory) is correct there but
-// measured 0.997-1.127 ms in four 128-row tilings against 1.028 for the mma.sync kernel in the same run, and
-// slower at small K (the op 0.061 against 0.044 ms): the launcher keeps MXFP8 on the mma.sync kernel, and
-// bench/moe_gemm_variants.cu times this form. Under Nsight Compute it issues in 32% of cycles with 2 warps per
-// scheduler and 0.47 eligible, no pipe above 32% (the bf16 form: 76% of DRAM throughput): latency-bound on the
-// per-stage conversion, which more converting warps or a conversion in registers (wgmma's A from registers)
-// would hide.
+// A form that converted MXFP8 weights per stage into bf16 in shared memory (with the E8M0 scale) measured no
+// faster than the mma.sync kernel (0.997-1.127 against 1.028 ms at DSv3-prefill) and latency-bound under Nsight
+// Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_mx8_kernel below instead.
 constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
 // The launcher's forms. 128-row slots: 256 columns, 4 stages (193 KB): 0.510 / 0.535 ms at DSv3-prefill against
 // 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against
@@ -1661,34 +1660,18 @@ constexpr int kWgMinBlocks64 = 2;
 
 // BM rows x BN columns per CTA, S stages. BM 128: the two warpgroups take 64 rows each, all BN columns; BM 64:
 // both take the same 64 rows and half the columns each (slots of at most 64 rows stage every weight once).
-// A stage holds the BM rows of bf16 x (the MMAs' A operand, swizzled) and the weights: bf16 columns as the
-// MMAs' B operand (swizzled); MXFP8 as they are stored (64 bytes per column) with each column's E8M0 word of
-// the stage's group of 4 chunks, converted per stage into one of two bf16 B buffers after the ring.
-template <int FMT, int BN, int S, int BM>
+template <int BN, int S, int BM>
 struct GsWg {
-  static constexpr bool kMx8 = FMT == GS_FMT_MXFP8;
   static constexpr int kThreads = 256;
-  static constexpr int kABytes = BM * 128;
-  static constexpr int kBBytes = kMx8 ? BN * 64 : BN * 128;  // the stage's weights as stored
-  static constexpr int kSBytes = kMx8 ? BN * 4 : 0;
-  static constexpr int kStageBytes = (kABytes + kBBytes + kSBytes + 1023) / 1024 * 1024;  // swizzle atoms aligned
-  static constexpr int kCvtBytes = kMx8 ? 2 * BN * 128 : 0;  // MXFP8: two converted bf16 B buffers
-  static constexpr int kSmem = S * kStageBytes + kCvtBytes + 1024;  // + slack to align the ring to 1024 bytes
+  static constexpr int kABytes = BM * 128, kBBytes = BN * 128;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmem = S * kStageBytes + 1024;  // + slack to align the ring to the 1024-byte swizzle atom
   static constexpr int kMmaN = BM == 128 ? BN : BN / 2;  // columns of one warpgroup's MMAs
-  static_assert(FMT == GS_FMT_BF16 || FMT == GS_FMT_MXFP8, "wgmma kernel formats: bf16, MXFP8");
   static_assert(BM == 64 || BM == 128, "rows per CTA: 64 or 128");
   static_assert(kMmaN == 64 || kMmaN == 128 || kMmaN == 192 || kMmaN == 256, "wgmma N: 64, 128, 192 or 256");
-  static_assert(BN % 64 == 0 && BN <= 256, "MXFP8 copy and conversion tiling");
   static_assert(S >= 3, "one stage in the MMAs, one being waited for, at least one in flight");
   static_assert(kSmem <= 227 * 1024, "shared memory a CTA can opt into");
 };
-
-// MXFP8 on the warpgroup-MMA path: E8M0 bytes whose scale the bf16 conversion multiplies in exactly. e4m3
-// magnitudes 2^-9 .. 448 times 2^(e-127) stay bf16 normals (2^-126 .. 2^128 excluded) for e in 10..246, so the
-// product is exact; 255 is NaN (the bf16 scale is then NaN, as the twin's). A stage holding any other byte
-// (for a chunk that exists) is computed exactly on the CUDA cores instead (gs_moe_gemm_wgmma_kernel's MXFP8
-// conversion step).
-__device__ __forceinline__ bool gs_wg_e8m0_fast(uint32_t e) { return (e >= 10u && e <= 246u) || e == 255u; }
 
 // Shared-memory matrix descriptor (PTX ISA, "Matrix Descriptor Format"): start address >> 4, leading byte offset
 // 16 (unused by the swizzled K-major layout), stride byte offset 1024 (8 rows of 128 bytes), 128-byte swizzle.
@@ -1793,6 +1776,40 @@ template <int N>
 __device__ __forceinline__ void gs_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// m64n128k16, A (f16) from registers, B from shared memory; scale_d 0: D = A B, 1: D += A B.
+__device__ __forceinline__ void gs_wgmma_rs_m64n128k16_f16(float (&d)[64], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+      "}, {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
+// m64n64k16, A (f16) from registers, B from shared memory; scale_d 0: D = A B, 1: D += A B.
+__device__ __forceinline__ void gs_wgmma_rs_m64n64k16_f16(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}
 // One m64nNk16 MMA of bf16 operands from shared memory into f32 accumulators (N / 2 per thread).
 template <int N>
 __device__ __forceinline__ void gs_wgmma_bf16(float (&d)[N / 2], uint64_t da, uint64_t db) {
@@ -1810,47 +1827,36 @@ __device__ __forceinline__ void gs_wgmma_pin(float (&d)[N]) {
 }
 #endif
 
-template <int FMT, int BN, int S, int BM = 128, int MINB = 1>
+template <int BN, int S, int BM = 128, int MINB = 1>
 __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs a) {
 #if defined(GS_WGMMA_DEVICE)
-  using P = GsWg<FMT, BN, S, BM>;
-  constexpr bool kMx8 = P::kMx8;
-  constexpr int kN = P::kMmaN, kXPer = BM / 32;
-  constexpr int kBPer = kMx8 ? BN / 64 : BN / 32;  // weight pieces each thread copies per stage
+  using P = GsWg<BN, S, BM>;
+  constexpr int kN = P::kMmaN, kXPer = BM / 32, kBPer = BN / 32;  // rows each thread copies per stage
   extern __shared__ __align__(16) uint8_t gs_wg_smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wg_smem_raw));
   uint8_t* const ring = gs_wg_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
-  uint8_t* const cvt = ring + S * P::kStageBytes;  // MXFP8: the two converted B buffers
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
   const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
   const int64_t col0 = static_cast<int64_t>(blockIdx.x) * BN;
-  const int64_t nkt = (a.K + kWgK - 1) / kWgK, nchunks = a.K / kChunk;
-  // This warpgroup's operands: its 64 rows of x (BM 128) or its half of the columns (BM 64).
+  const int64_t nkt = (a.K + kWgK - 1) / kWgK;
+  // This warpgroup's operands within a stage: its 64 rows of x (BM 128) or its half of the columns (BM 64).
   const uint32_t a_off = BM == 128 ? wg * 64 * 128 : 0;
-  const uint32_t b_off = BM == 128 ? 0 : wg * kN * 128;
+  const uint32_t b_off = P::kABytes + (BM == 128 ? 0 : wg * kN * 128);
   const int mbase = BM == 128 ? wg * 64 : 0, nbase = BM == 128 ? 0 : wg * kN;
-  // Issue side. x and bf16 weights: 16-byte piece pc of rows pr + 32 j, swizzled (pr + 32 j keeps pr & 7).
-  // MXFP8 weights: piece qc of column qr + 64 j, as stored. MXFP8 scales: thread tid < BN, column tid's word.
-  const int pr = tid / 8, pc = tid % 8, qr = tid / 4, qc = tid % 4;
-  const int dst = pr * 128 + ((pc ^ (pr & 7)) * 16);
-  const uint8_t* wsrc[kBPer];
+  // Issue side: this thread copies 16-byte piece pc of rows pr + 32 j (x: j < kXPer; weights: j < kBPer).
+  const int pr = tid / 8, pc = tid % 8;
+  const int dst = pr * 128 + ((pc ^ (pr & 7)) * 16);  // pr + 32 j keeps pr & 7: one swizzle for every j
+  const uint16_t* wcol[kBPer];
   bool win[kBPer];
 #pragma unroll
   for (int j = 0; j < kBPer; ++j) {
-    const int64_t n = col0 + (kMx8 ? qr + 64 * j : pr + 32 * j);
+    const int64_t n = col0 + pr + 32 * j;
     win[j] = n < a.N;
-    wsrc[j] = a.w + (expert * a.w_se + (win[j] ? n : 0) * a.w_sn) * (kMx8 ? 1 : 2) + (kMx8 ? qc * 16 : pc * 16);
-  }
-  const uint8_t* ssrc = nullptr;
-  bool vec_s = false;
-  if (kMx8 && tid < BN) {
-    const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;  // clamp: never stored
-    ssrc = a.s + expert * a.s_se + n * a.s_sn;
-    vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+    wcol[j] = reinterpret_cast<const uint16_t*>(a.w) + expert * a.w_se + (win[j] ? n : 0) * a.w_sn + pc * 8;
   }
   for (int64_t rg = 0; rg < rows; rg += BM) {
     const int mrows = static_cast<int>(rows - rg < BM ? rows - rg : BM);
@@ -1869,36 +1875,13 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 #pragma unroll
       for (int j = 0; j < kXPer; ++j)
         gs_cp_async16(base + dst + j * 32 * 128, kin && xin[j] ? xrow[j] + k : a.x, kin && xin[j]);
-      if constexpr (kMx8) {
-        const bool qin = k + qc * 16 < a.K;
 #pragma unroll
-        for (int j = 0; j < kBPer; ++j)
-          gs_cp_async16(base + P::kABytes + (qr + 64 * j) * 64 + qc * 16, qin && win[j] ? wsrc[j] + k : a.w,
-                        qin && win[j]);
-        if (tid < BN) {
-          const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
-          uint8_t* sd = base + P::kABytes + P::kBBytes + tid * 4;
-          if (vec_s && 4 * q + 4 <= nchunks) {
-            gs_cp_async4(sd, ssrc + 4 * q);
-          } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
-            uint32_t v = 0;
-            for (int u = 0; u < 4; ++u)
-              if (4 * q + u < nchunks) v |= static_cast<uint32_t>(ssrc[(4 * q + u) * a.s_sk]) << (8 * u);
-            *reinterpret_cast<uint32_t*>(sd) = v;
-          }
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < kBPer; ++j)
-          gs_cp_async16(base + P::kABytes + dst + j * 32 * 128, kin && win[j] ? wsrc[j] + 2 * k : a.w, kin && win[j]);
-      }
+      for (int j = 0; j < kBPer; ++j)
+        gs_cp_async16(base + P::kABytes + dst + j * 32 * 128, kin && win[j] ? wcol[j] + k : a.x, kin && win[j]);
     };
     float acc[kN / 2];
-    float exact[kMx8 ? kN / 2 : 1];  // MXFP8: what stages computed on the CUDA cores add
 #pragma unroll
     for (int i = 0; i < kN / 2; ++i) acc[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (kMx8 ? kN / 2 : 1); ++i) exact[i] = 0.0f;
     gs_wgmma_pin(acc);
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
@@ -1906,90 +1889,15 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
       gs_cp_async_commit();
     }
     for (int64_t kt = 0; kt < nkt; ++kt) {
-      const int sl = static_cast<int>(kt % S);
       gs_cp_async_wait<S - 3>();  // stage kt's copies (this thread's) have landed ...
-      if constexpr (!kMx8) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma ...
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads ...
       __syncthreads();  // ... for every thread; every warpgroup's MMAs of stage kt - 2 have finished
       if (kt + S - 2 < nkt) issue(kt + S - 2, static_cast<int>((kt + S - 2) % S));
       gs_cp_async_commit();  // possibly empty: keeps the group count per stage
-      uint32_t sb = ring_s + static_cast<uint32_t>(sl * P::kStageBytes) + P::kABytes;  // the MMAs' B
-      if constexpr (kMx8) {
-        // Convert the stage's weights into B buffer kt % 2 (its MMAs, of stage kt - 2, have finished): each
-        // thread 16 bytes of e4m3 (16 K of one column, one chunk's scale) per piece, exactly, the scale
-        // multiplied in where gs_wg_e8m0_fast allows it. A stage with any other scale byte converts zeros
-        // and is computed below on the CUDA cores (its MMAs then multiply x by zeros: an infinite x element
-        // gives NaN there where the twin may give an infinity).
-        const uint8_t* st = ring + sl * P::kStageBytes;
-        uint8_t* cb = cvt + (kt % 2) * (BN * 128);
-        bool slow = false;
-        uint4 outv[kBPer][2];
-#pragma unroll
-        for (int j = 0; j < kBPer; ++j) {
-          const int n = qr + 64 * j;
-          const uint4 wv = *reinterpret_cast<const uint4*>(st + P::kABytes + n * 64 + qc * 16);
-          const int64_t chunk = kt * 2 + qc / 2;
-          const uint32_t e = (*reinterpret_cast<const uint32_t*>(st + P::kABytes + P::kBBytes + n * 4) >>
-                              (8 * (2 * (kt % 2) + qc / 2))) & 0xFFu;
-          slow = slow || (chunk < nchunks && !gs_wg_e8m0_fast(e));
-          const uint32_t sbits = e == 255u ? 0x7FC0u : (e << 7);
-          const uint32_t s2 = sbits | (sbits << 16);
-          __nv_bfloat162 m;
-          memcpy(&m, &s2, 4);
-          uint32_t h[8];
-          gs_e4m3x4_to_bf16x2(wv.x, h[0], h[1]);
-          gs_e4m3x4_to_bf16x2(wv.y, h[2], h[3]);
-          gs_e4m3x4_to_bf16x2(wv.z, h[4], h[5]);
-          gs_e4m3x4_to_bf16x2(wv.w, h[6], h[7]);
-#pragma unroll
-          for (int i = 0; i < 8; ++i) {
-            __nv_bfloat162 v;
-            memcpy(&v, &h[i], 4);
-            v = __hmul2(v, m);
-            memcpy(&h[i], &v, 4);
-          }
-          outv[j][0] = make_uint4(h[0], h[1], h[2], h[3]);
-          outv[j][1] = make_uint4(h[4], h[5], h[6], h[7]);
-        }
-        const bool any_slow = __syncthreads_or(slow) != 0;  // every thread has read its scale words
-#pragma unroll
-        for (int j = 0; j < kBPer; ++j) {
-          const int n = qr + 64 * j;
-#pragma unroll
-          for (int u = 0; u < 2; ++u)
-            *reinterpret_cast<uint4*>(cb + n * 128 + (((2 * qc + u) ^ (n & 7)) * 16)) =
-                any_slow ? make_uint4(0u, 0u, 0u, 0u) : outv[j][u];
-        }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // x copies and conversions -> wgmma
-        __syncthreads();
-        sb = static_cast<uint32_t>(__cvta_generic_to_shared(cb));
-        if (any_slow) {
-          // This thread's outputs (rows mbase + 16 warp + g + 8 h, columns nbase + 8 j + 2 t + c), per chunk as
-          // the CPU twin forms them: an f32 dot of the chunk's decoded weights and x, times the chunk's scale.
-          const uint8_t* xs = st;
-#pragma unroll 1
-          for (int c = 0; c < 2; ++c) {
-            if (kt * 2 + c >= nchunks) break;
-#pragma unroll 1
-            for (int i = 0; i < kN / 2; ++i) {
-              const int j = i / 4, h = (i / 2) % 2, cc = i % 2;
-              const int r = mbase + warp * 16 + g + 8 * h, n = nbase + 8 * j + 2 * t + cc;
-              float dot = 0.0f;
-              for (int kk = c * 32; kk < c * 32 + 32; ++kk) {
-                const uint16_t xb =
-                    *reinterpret_cast<const uint16_t*>(xs + r * 128 + (((kk / 8) ^ (r & 7)) * 16) + (kk % 8) * 2);
-                dot = fmaf(gs_e4m3fn(st[P::kABytes + n * 64 + kk]), gs_bf16_to_float(xb), dot);
-              }
-              const uint32_t e = (*reinterpret_cast<const uint32_t*>(st + P::kABytes + P::kBBytes + n * 4) >>
-                                  (8 * (2 * (kt % 2) + c))) & 0xFFu;
-              exact[i] = fmaf(dot, gs_e8m0(e), exact[i]);
-            }
-          }
-        }
-      }
       // Both warpgroups issue their MMAs even when one has no rows of the slot (it multiplies zeros): a
       // branch around wgmma makes ptxas serialize every MMA of the kernel (its C7518 warning).
-      const uint32_t sa = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
-      const uint64_t da = gs_wgmma_desc(sa + a_off), db = gs_wgmma_desc(sb + b_off);
+      const uint32_t sa = ring_s + static_cast<uint32_t>((kt % S) * P::kStageBytes);
+      const uint64_t da = gs_wgmma_desc(sa + a_off), db = gs_wgmma_desc(sa + b_off);
       gs_wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kWgK / 16; ++kk)  // +32 bytes of K per step: +2 in the descriptor's address
@@ -2011,12 +1919,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 #pragma unroll
       for (int j = 0; j < kN / 8; ++j) {
         const int64_t n = col0 + nbase + 8 * j + 2 * t;
-        float v[2] = {acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]};
-        if constexpr (kMx8) {
-          v[0] += exact[4 * j + 2 * h];
-          v[1] += exact[4 * j + 2 * h + 1];
-        }
-        const uint16_t v0 = gs_float_to_bf16(v[0]), v1 = gs_float_to_bf16(v[1]);
+        const uint16_t v0 = gs_float_to_bf16(acc[4 * j + 2 * h]), v1 = gs_float_to_bf16(acc[4 * j + 2 * h + 1]);
         if (n + 1 < a.N && (a.N & 1) == 0) {
           *reinterpret_cast<uint32_t*>(o + n) = static_cast<uint32_t>(v0) | (static_cast<uint32_t>(v1) << 16);
         } else {
@@ -2025,6 +1928,200 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
         }
       }
     }
+  }
+#else
+  (void)a;
+  __trap();  // the launcher picks this kernel only in sm_90a builds (GS_SM90A)
+#endif
+}
+
+// ------------------------------------- warpgroup-MMA prefill kernel for MXFP8, weights from registers (sm_90a)
+// MXFP8 slots of more than 16 rows in sm_90a builds. The operands swap (the ring kernel's XS form): a CTA's 128
+// weight columns are the MMAs' M (64 per warpgroup) and its TM rows of x their N, so out^T = W^T x^T. Each
+// thread reads its two columns' e4m3 bytes (8 per column and chunk) from shared memory and converts them with
+// the hardware e4m3x2 -> f16x2 conversion (exact, NaN kept) straight into wgmma's A registers; x is
+// gs_moe_prepare_rows' row-scaled f16 (the ring kernel's note: products exact in f32), permuted within each
+// 32-element chunk (xh_wgmma) so that a thread's 8 consecutive weight bytes are its A fragments' K positions
+// (PTX ISA, wgmma .m64nNk16 A fragments: row g takes K 2t, 2t+1, 2t+8, 2t+9 of each k16 step; raw byte 8t + j
+// of a chunk meets x's element at position 2t, 2t+1, 2t+8, 2t+9, 16+2t, 17+2t, 24+2t, 25+2t for j = 0..7).
+// Each 32-K chunk's two MMAs accumulate from zero into one of two f32 partials, which is then multiplied by its
+// columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included) and added to the accumulator while the next
+// chunk's MMAs run: exact for every scale, as the twin forms it (an f32 partial per chunk times its scale).
+// x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
+// gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the 8-byte A reads of a half-warp
+// (4 columns) hit distinct banks.
+// Measured on the H200 (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session10/call_f), with
+// the mma.sync tile kernel's launcher form in the same run: DSv3-prefill in 128-row slots 0.869 ms for 128 rows
+// of x and 5 stages (the launcher's; 0.869 for 8 stages, 0.895 for 7) against 1.030; in 64-row slots 0.933 for
+// 64 rows, 4 stages and 2 CTAs per SM (the launcher's; 0.947 for 6 stages, 1.310 for 8 stages and one CTA);
+// small-K-MoE 0.0291-0.0294 against 0.0424. The op with gs_moe_prepare_rows: 0.922 ms at DSv3-prefill (0.533
+// for torch._grouped_mm on bf16 weights), 0.0339 ms from a graph at small-K-MoE (grouped_mm 0.0368). Each
+// chunk's partial waits for its MMAs (the C7514 note in the kernel), which keeps this form near 260 TFLOP/s.
+constexpr int kWx8Cols = 128;  // weight columns per CTA: 64 per warpgroup
+constexpr int kWx8Stages = 5;  // the launcher's stages at 128 rows of x (126 KB)
+constexpr int kWx8Stages64 = 4;  // and at 64 rows, 2 CTAs per SM (69 KB each)
+constexpr int kWx8MinBlocks64 = 2;
+
+template <int TM, int S>
+struct GsWx8 {
+  static constexpr int kThreads = 256;
+  static constexpr int kXBytes = TM * 128;        // TM rows of f16 x, 64 K each (the MMAs' B)
+  static constexpr int kWBytes = kWx8Cols * 64;   // 128 columns of e4m3, 64 K each
+  static constexpr int kSBytes = kWx8Cols * 4;    // each column's E8M0 word of the stage's group of 4 chunks
+  static constexpr int kStageBytes = (kXBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;  // swizzle atoms aligned
+  static constexpr int kSmem = S * kStageBytes + 1024;
+  static_assert(TM == 64 || TM == 128, "rows of x per CTA (the MMAs' N): 64 or 128");
+  static_assert(S >= 3, "one stage in the MMAs, one being waited for, at least one in flight");
+  static_assert(kSmem <= 227 * 1024, "shared memory a CTA can opt into");
+  // Byte offset of 16-byte piece p of weight column c: columns c and c + 2 share banks, so odd pairs swap halves.
+  GS_HD static constexpr int wpiece(int c, int p) { return c * 64 + ((p ^ (((c >> 1) & 1) << 1)) * 16); }
+};
+
+template <int TM, int S, int MINB = 1>
+__global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeArgs a) {
+#if defined(GS_WGMMA_DEVICE)
+  using P = GsWx8<TM, S>;
+  constexpr int kXPer = TM / 32;  // x pieces each thread copies per stage (TM rows x 8 pieces)
+  extern __shared__ __align__(16) uint8_t gs_wx8_smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wx8_smem_raw));
+  uint8_t* const ring = gs_wx8_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  const int64_t slot = blockIdx.y;
+  const int32_t expert = a.map[slot * 3];
+  if (expert < 0 || expert >= a.E) return;  // block-uniform
+  const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
+  const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kWx8Cols;
+  const int64_t nkt = (a.K + kWgK - 1) / kWgK, nchunks = a.K / kChunk;
+  // Issue side. x: piece pc of rows pr + 32 j, swizzled. Weights: piece qc of columns qr and qr + 64. Scales:
+  // thread tid < 128 copies column tid's word.
+  const int pr = tid / 8, pc = tid % 8, qr = tid / 4, qc = tid % 4;
+  const int xdst = pr * 128 + ((pc ^ (pr & 7)) * 16);
+  const uint8_t* wsrc[2];
+  bool win[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int64_t n = col0 + qr + 64 * j;
+    win[j] = n < a.N;
+    wsrc[j] = a.w + expert * a.w_se + (win[j] ? n : 0) * a.w_sn + qc * 16;
+  }
+  const uint8_t* ssrc = nullptr;
+  bool vec_s = false;
+  if (tid < kWx8Cols) {
+    const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;  // clamp: never stored
+    ssrc = a.s + expert * a.s_se + n * a.s_sn;
+    vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
+  }
+  // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc
+  // it reads their bytes cc * 32 + 8 t .. + 7 (16-byte piece 2 cc + t / 2, half t % 2).
+  const int c0 = 64 * wg + 16 * warp + g;
+  int woff[2][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int cc = 0; cc < 2; ++cc) woff[h][cc] = P::kXBytes + P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8;
+  for (int64_t rg = 0; rg < rows; rg += TM) {
+    const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
+    const uint16_t* xrow[kXPer];
+    bool xin[kXPer];
+#pragma unroll
+    for (int j = 0; j < kXPer; ++j) {
+      const int r = pr + 32 * j;
+      xin[j] = r < mrows;
+      xrow[j] = a.xh + (xin[j] ? (row0 + rg + r) * a.K : 0) + pc * 8;
+    }
+    auto issue = [&](int64_t kt, int sl) {
+      uint8_t* base = ring + sl * P::kStageBytes;
+      const int64_t k = kt * kWgK;
+      const bool xk = k + pc * 8 < a.K, wk = k + qc * 16 < a.K;  // K is a multiple of 32
+#pragma unroll
+      for (int j = 0; j < kXPer; ++j)
+        gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+        gs_cp_async16(base + P::kXBytes + P::wpiece(qr + 64 * j, qc), wk && win[j] ? wsrc[j] + k : a.w, wk && win[j]);
+      if (tid < kWx8Cols) {
+        const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
+        uint8_t* sd = base + P::kXBytes + P::kWBytes + tid * 4;
+        if (vec_s && 4 * q + 4 <= nchunks) {
+          gs_cp_async4(sd, ssrc + 4 * q);
+        } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
+          uint32_t v = 0;
+          for (int u = 0; u < 4; ++u)
+            if (4 * q + u < nchunks) v |= static_cast<uint32_t>(ssrc[(4 * q + u) * a.s_sk]) << (8 * u);
+          *reinterpret_cast<uint32_t*>(sd) = v;
+        }
+      }
+    };
+    float acc[TM / 2], part[TM / 2];
+#pragma unroll
+    for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
+    gs_wgmma_pin(part);
+#pragma unroll
+    for (int s = 0; s < S - 2; ++s) {
+      if (s < nkt) issue(s, s);
+      gs_cp_async_commit();
+    }
+    for (int64_t kt = 0; kt < nkt; ++kt) {
+      const int sl = static_cast<int>(kt % S);
+      gs_cp_async_wait<S - 3>();  // stage kt's copies (this thread's) have landed ...
+      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads ...
+      __syncthreads();  // ... for every thread; the MMAs of stage kt - 2 have finished
+      if (kt + S - 2 < nkt) issue(kt + S - 2, static_cast<int>((kt + S - 2) % S));
+      gs_cp_async_commit();  // possibly empty: keeps the group count per stage
+      const uint8_t* st = ring + sl * P::kStageBytes;
+      const uint32_t xs = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
+      const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + c0 * 4),
+                              *reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + (c0 + 8) * 4)};
+#pragma unroll
+      for (int cc = 0; cc < 2; ++cc) {
+        // A fragments of this chunk: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0 (register 0 for column c0,
+        // 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for step 1.
+        const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+        const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+        const uint32_t f0[4] = {gs_e4m3x2_to_f16x2(r0.x), gs_e4m3x2_to_f16x2(r1.x), gs_e4m3x2_to_f16x2(r0.x >> 16),
+                                gs_e4m3x2_to_f16x2(r1.x >> 16)};
+        const uint32_t f1[4] = {gs_e4m3x2_to_f16x2(r0.y), gs_e4m3x2_to_f16x2(r1.y), gs_e4m3x2_to_f16x2(r0.y >> 16),
+                                gs_e4m3x2_to_f16x2(r1.y >> 16)};
+        // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
+        const uint64_t db = gs_wgmma_desc(xs + cc * 64);
+        gs_wgmma_fence();
+        if constexpr (TM == 128) {
+          gs_wgmma_rs_m64n128k16_f16(part, f0, db, 0);
+          gs_wgmma_rs_m64n128k16_f16(part, f1, db + 2, 1);
+        } else {
+          gs_wgmma_rs_m64n64k16_f16(part, f0, db, 0);
+          gs_wgmma_rs_m64n64k16_f16(part, f1, db + 2, 1);
+        }
+        gs_wgmma_commit();
+        // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
+        // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
+        // warpgroup's MMAs, not this one's, overlap this.
+        const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);  // this chunk's byte in the group's word
+        const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
+        gs_wgmma_wait<0>();
+        gs_wgmma_pin(part);
+#pragma unroll
+        for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
+      }
+    }
+    gs_cp_async_wait<0>();
+    __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
+    // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
+#pragma unroll
+    for (int j = 0; j < TM / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int r = 8 * j + 2 * t + c;
+        if (r >= mrows) continue;
+        const int64_t orow = row0 + rg + r;
+        const float rs = a.x_rs[orow];  // undo the f16 row scale (a power of two: exact)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t n = col0 + c0 + 8 * h;
+          if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * rs);
+        }
+      }
   }
 #else
   (void)a;
@@ -2263,7 +2360,12 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
                                  __byte_perm(h[2], h[3], 0x5410), __byte_perm(h[2], h[3], 0x7632)};
           for (int i = 0; i < 4; ++i) h[i] = p[i];
         }
-        reinterpret_cast<uint4*>(a.xh + row * a.K)[k] = make_uint4(h[0], h[1], h[2], h[3]);
+        if (a.xh_wgmma) {  // pair i of the chunk's group u = k % 4 goes to pair u + 4 i (the kernel's note)
+          uint32_t* chunk = reinterpret_cast<uint32_t*>(a.xh + row * a.K) + (k / 4) * 16 + k % 4;
+          for (int i = 0; i < 4; ++i) chunk[4 * i] = h[i];
+        } else {
+          reinterpret_cast<uint4*>(a.xh + row * a.K)[k] = make_uint4(h[0], h[1], h[2], h[3]);
+        }
       }
       if (threadIdx.x == 0) a.x_rs[row] = gs_bits_f32((row_exp - 7u) << 23);  // 2^(E - 134)
     }
@@ -2362,21 +2464,32 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
   return hipGetLastError();
 }
 
-// The warpgroup-MMA kernel (bf16 and MXFP8, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB
-// CTAs per SM.
-template <int FMT, int BN, int S, int BM, int MINB = 1>
+// The warpgroup-MMA kernel (bf16, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB CTAs per SM.
+template <int BN, int S, int BM, int MINB = 1>
 inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
-  using P = GsWg<FMT, BN, S, BM>;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<FMT, BN, S, BM, MINB>>(P::kSmem);
+  using P = GsWg<BN, S, BM>;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>>(P::kSmem);
   if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(a.S));
-  hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<FMT, BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
+  return hipGetLastError();
+}
+
+// The MXFP8 warpgroup-MMA kernel (sm_90a builds): TM rows of x per CTA, S stages, MINB CTAs per SM. Needs x as
+// gs_moe_prepare_rows wrote it with a.xh_wgmma set.
+template <int TM, int S, int MINB = 1>
+inline hipError_t gs_launch_wgmma_mx8(const GsMoeArgs& a, hipStream_t stream) {
+  using P = GsWx8<TM, S>;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB>>(P::kSmem);
+  if (err != hipSuccess) return err;
+  dim3 grid(static_cast<unsigned>((a.N + kWx8Cols - 1) / kWx8Cols), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
   return hipGetLastError();
 }
 
 // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
-// block_m >= 128 (GsPf's note); bf16 in sm_90a builds the warpgroup-MMA kernel (kWgN's note). Compiled in the
-// prefill translation unit (GS_MOE_PREFILL_UNIT).
+// block_m >= 128 (GsPf's note); bf16 and MXFP8 in sm_90a builds the warpgroup-MMA kernels (kWgN's and
+// kWx8Stages' notes). Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
 hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
@@ -2384,8 +2497,11 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
   // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
 #if defined(GS_SM90A)
   if (a.fmt == bf16)
-    return block_m >= 128 ? gs_launch_wgmma<bf16, kWgN, kWgStages, 128>(a, stream)
-                          : gs_launch_wgmma<bf16, kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
+    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
+                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
+  if (a.fmt == mx8)
+    return block_m >= 128 ? gs_launch_wgmma_mx8<128, kWx8Stages, 1>(a, stream)
+                          : gs_launch_wgmma_mx8<64, kWx8Stages64, kWx8MinBlocks64>(a, stream);
 #endif
   if (block_m >= 128) {
     if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
@@ -2428,10 +2544,11 @@ inline bool gs_moe_uses_ring(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
-// Whether the warpgroup-MMA kernel takes the call: bf16 prefill slots in sm_90a builds.
+// Whether a warpgroup-MMA kernel takes the call: bf16 and MXFP8 prefill slots in sm_90a builds.
 inline bool gs_moe_uses_wgmma(const GsMoeArgs& a, int block_m) {
 #if defined(GS_SM90A)
-  return a.fmt == GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_ring(a, block_m);
+  return (a.fmt == GS_FMT_BF16 || a.fmt == GS_FMT_MXFP8) && gs_moe_gemm_uses_mma(a, block_m) &&
+         !gs_moe_uses_ring(a, block_m);
 #else
   (void)a;
   (void)block_m;
@@ -2439,12 +2556,12 @@ inline bool gs_moe_uses_wgmma(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
-// The ring and mma.sync prefill kernels' fp8 / MXFP4 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows
-// writes first: bytes of caller-provided device workspace for it, 0 on every other path (the MFMA and
-// warpgroup-MMA kernels read bf16 x). Layout: f16 [R, K], then f32 [R].
+// The ring and prefill kernels' fp8 / MXFP4 paths (CUDA) read x as scaled f16 that gs_moe_prepare_rows writes
+// first: bytes of caller-provided device workspace for it, 0 on every other path (the MFMA kernel reads bf16
+// x). Layout: f16 [R, K], then f32 [R].
 inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
-  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_wgmma(a, block_m);
+  const bool x16 = a.fmt != GS_FMT_BF16 && gs_moe_gemm_uses_mma(a, block_m);
   return x16 ? a.R * a.K * 2 + a.R * 4 : 0;
 #else
   (void)a;
@@ -2484,6 +2601,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     GsMoeArgs pa = a;
     if (!x16) pa.xh = nullptr;
+    pa.xh_wgmma = a.fmt == GS_FMT_MXFP8 && gs_moe_uses_wgmma(a, block_m) ? 1 : 0;
     hipLaunchKernelGGL(gs_moe_prepare_rows, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, pa,
                        zero_unwritten && a.N > 0 ? 1 : 0);
   }
