@@ -299,15 +299,23 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     gs_moe_prepare_rows<<<static_cast<unsigned>(a.R), kThreads>>>(aw, 0);
     CK(cudaDeviceSynchronize());
     aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
-#define WX(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8<TM, S, MINB>(AA, 0))); }, false)
-    WX("wgmma_mx8_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
-    WX("wgmma_mx8_TM128_S7_m128", 128, 7, 1, aw128);
-    WX("wgmma_mx8_TM128_S8_m128", 128, 8, 1, aw128);
-    WX("wgmma_mx8_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
-    WX("wgmma_mx8_TM64_S6_minb2_m64", 64, 6, 2, aw);
-    WX("wgmma_mx8_TM64_S8_m64", 64, 8, 1, aw);
-    WX("wgmma_mx8_TM64_S6_minb2_m128", 64, 6, 2, aw128);  // 128-row slots in 64-row CTAs
+#define WX(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8<TM, S, MINB, MODE>(AA, 0))); }, false)
+#define WXP(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8_pair<TM, S, MINB>(AA, 0))); }, false)
+    // The launcher's pair (fast form, then the rest exactly: here every CTA's scales fit the fast form), each
+    // form alone, and other tilings of the exact form.
+    WXP("wgmma_mx8_pair_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
+    WX("wgmma_mx8_fast_TM128_S5_m128", 128, 5, 1, kWx8Fast, aw128);
+    WX("wgmma_mx8_fast_TM128_S7_m128", 128, 7, 1, kWx8Fast, aw128);
+    WX("wgmma_mx8_fast_TM128_S4_m128", 128, 4, 1, kWx8Fast, aw128);
+    WX("wgmma_mx8_exact_TM128_S5_m128", 128, 5, 1, kWx8Exact, aw128);
+    WX("wgmma_mx8_exact_TM128_S8_m128", 128, 8, 1, kWx8Exact, aw128);
+    WXP("wgmma_mx8_pair_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
+    WX("wgmma_mx8_fast_TM64_S4_minb2_m64", 64, 4, 2, kWx8Fast, aw);
+    WX("wgmma_mx8_fast_TM64_S6_minb2_m64", 64, 6, 2, kWx8Fast, aw);
+    WX("wgmma_mx8_exact_TM64_S4_minb2_m64", 64, 4, 2, kWx8Exact, aw);
+    WX("wgmma_mx8_fast_TM64_S4_minb2_m128", 64, 4, 2, kWx8Fast, aw128);  // 128-row slots in 64-row CTAs
 #undef WX
+#undef WXP
     CK(cudaFree(aw.xh));
     CK(cudaFree(aw.x_rs));
   }

@@ -328,6 +328,37 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [64, 128])
+def test_gpu_mxfp8_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
+    """MXFP8 prefill on the H100 / H200 runs two launches: a fast form for 128-column tiles whose every column's
+    E8M0 bytes (255 aside) span at most 21 (the scale goes into the f16 weights, each column's largest
+    exponent sets its offset), then an exact form (an f32 partial per chunk times its scale) for the other
+    tiles. Here tile 0 (columns 0..127) is fast, with a NaN scale (255) in column 5's chunk 2 and a column
+    whose scales span exactly 21 (column 9: 2^-20 .. 2^1); tile 1 holds column 130 with scales spanning 22 (it
+    must take the exact form) and column 140 at 2^-118. Every column must match the CPU twin on its own, the
+    NaN column must be NaN in the rows of its expert only; a tile computed twice or by neither form, or a
+    wrong per-column offset, fails it. Elsewhere (mma.sync) the same numbers come from the tile kernel."""
+    x, q, bmap = _problem("mxfp8", e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=17)
+    q.scale[0, 5, 2] = 255
+    q.scale[:, 9, :4] = 107
+    q.scale[:, 9, 4:] = 128
+    q.scale[:, 130, 0] = 100
+    q.scale[:, 130, 1:] = 122
+    q.scale[:, 140, :] = 9
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
+    assert torch.equal(torch.isnan(out), torch.isnan(cpu))
+    assert torch.isnan(out[:70, 5]).all() and torch.isfinite(out[70:, 5]).all()
+    for col in range(256):
+        rows = slice(70, None) if col == 5 else slice(None)
+        bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
+        assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
+    assert torch.equal(out[103:], torch.zeros(2, 256))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     ("fmt", "block_m"),
     [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16), ("mxfp4", 64), ("mxfp4", 128)],

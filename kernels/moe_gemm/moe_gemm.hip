@@ -1944,20 +1944,29 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 // 32-element chunk (xh_wgmma) so that a thread's 8 consecutive weight bytes are its A fragments' K positions
 // (PTX ISA, wgmma .m64nNk16 A fragments: row g takes K 2t, 2t+1, 2t+8, 2t+9 of each k16 step; raw byte 8t + j
 // of a chunk meets x's element at position 2t, 2t+1, 2t+8, 2t+9, 16+2t, 17+2t, 24+2t, 25+2t for j = 0..7).
-// Each 32-K chunk's two MMAs accumulate from zero into one of two f32 partials, which is then multiplied by its
-// columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included) and added to the accumulator while the next
-// chunk's MMAs run: exact for every scale, as the twin forms it (an f32 partial per chunk times its scale).
+// Two forms (kWx8Exact's note): the exact one runs each 32-K chunk's two MMAs from zero into an f32 partial and
+// adds it times its columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included), as the twin forms it; the
+// fast one multiplies the scale into the f16 weights (exactly, for tiles whose scales span a narrow window) and
+// lets every MMA of a stage accumulate in place.
 // x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
 // gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the 8-byte A reads of a half-warp
 // (4 columns) hit distinct banks.
-// Measured on the H200 (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session10/call_f), with
-// the mma.sync tile kernel's launcher form in the same run: DSv3-prefill in 128-row slots 0.869 ms for 128 rows
-// of x and 5 stages (the launcher's; 0.869 for 8 stages, 0.895 for 7) against 1.030; in 64-row slots 0.933 for
-// 64 rows, 4 stages and 2 CTAs per SM (the launcher's; 0.947 for 6 stages, 1.310 for 8 stages and one CTA);
-// small-K-MoE 0.0291-0.0294 against 0.0424. The op with gs_moe_prepare_rows: 0.922 ms at DSv3-prefill (0.533
-// for torch._grouped_mm on bf16 weights), 0.0339 ms from a graph at small-K-MoE (grouped_mm 0.0368). Each
-// chunk's partial waits for its MMAs (the C7514 note in the kernel), which keeps this form near 260 TFLOP/s.
+// Measured on the H200 (bench/moe_gemm_variants.cu; reports/measurements/h200-2026-12-02-session10, calls F and G),
+// against the mma.sync tile kernel's launcher form in the same run (1.019-1.030 ms at DSv3-prefill, 0.0424-0.0429
+// at small-K-MoE): DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723 at 4,
+// 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
+// kernel); in 64-row slots, 64 rows, 2 CTAs per SM, fast 0.837 at 4 stages (0.944 at 6), exact 0.928-0.947.
+// small-K-MoE (64-row slots): fast 0.0282, exact 0.0291-0.0296.
 constexpr int kWx8Cols = 128;  // weight columns per CTA: 64 per warpgroup
+// Forms: kWx8Exact (every CTA; each chunk's f32 partial times its scale), kWx8Fast (only CTAs whose every column's
+// E8M0 bytes, 255 aside, span at most kWx8Window: the scale goes into the f16 weights and every MMA accumulates
+// in place) and kWx8Rest (only the other CTAs, exactly): the launcher runs kWx8Fast then kWx8Rest.
+// Fast form, per column: c = (largest e) - kWx8Top; A = w 2^(e - c) with e - c in -14..7 is an exact normal-range
+// f16 multiple of an e4m3 value (448 * 2^7 = 57344 < 65504; the lowest e4m3 bit 2^-9 times 2^-14 is 2^-23, at or
+// above f16's 2^-24), its products with the f16 x are exact in f32, and the epilogue multiplies by 2^(c - 127).
+constexpr int kWx8Exact = 0, kWx8Fast = 1, kWx8Rest = 2;
+constexpr int kWx8Top = 7;
+constexpr int kWx8Window = 21;
 constexpr int kWx8Stages = 5;  // the launcher's stages at 128 rows of x (126 KB)
 constexpr int kWx8Stages64 = 4;  // and at 64 rows, 2 CTAs per SM (69 KB each)
 constexpr int kWx8MinBlocks64 = 2;
@@ -1977,10 +1986,11 @@ struct GsWx8 {
   GS_HD static constexpr int wpiece(int c, int p) { return c * 64 + ((p ^ (((c >> 1) & 1) << 1)) * 16); }
 };
 
-template <int TM, int S, int MINB = 1>
+template <int TM, int S, int MINB = 1, int MODE = kWx8Exact>
 __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeArgs a) {
 #if defined(GS_WGMMA_DEVICE)
   using P = GsWx8<TM, S>;
+  __shared__ int col_shift[kWx8Cols];  // the fast form's c per column (kWx8Window's note)
   constexpr int kXPer = TM / 32;  // x pieces each thread copies per stage (TM rows x 8 pieces)
   extern __shared__ __align__(16) uint8_t gs_wx8_smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wx8_smem_raw));
@@ -2012,9 +2022,35 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
     vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
   }
+  if constexpr (MODE != kWx8Exact) {
+    // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit kWx8Window.
+    int fits = 1;
+    if (tid < kWx8Cols) {
+      unsigned lo = 255u, hi = 0u;
+      auto see = [&](unsigned e) {
+        if (e != 255u) lo = e < lo ? e : lo, hi = e > hi ? e : hi;
+      };
+      int64_t q = 0;
+      // 4 bytes per load and several in flight: with byte loads the pair took 0.790 ms at DSv3-prefill against
+      // 0.719 for the fast form alone (reports/measurements/h200-2026-12-02-session10/call_g).
+      if (vec_s) {
+#pragma unroll 8
+        for (; q + 4 <= nchunks; q += 4) {
+          const uint32_t w = *reinterpret_cast<const uint32_t*>(ssrc + q);
+          see(w & 0xFFu), see((w >> 8) & 0xFFu), see((w >> 16) & 0xFFu), see(w >> 24);
+        }
+      }
+      for (; q < nchunks; ++q) see(ssrc[q * a.s_sk]);
+      fits = lo == 255u || hi - lo <= static_cast<unsigned>(kWx8Window);
+      col_shift[tid] = lo == 255u ? 127 : static_cast<int>(hi) - kWx8Top;
+    }
+    const bool fast = __syncthreads_and(fits) != 0;
+    if (fast != (MODE == kWx8Fast)) return;  // block-uniform: the other launch of the pair takes this CTA
+  }
   // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc
   // it reads their bytes cc * 32 + 8 t .. + 7 (16-byte piece 2 cc + t / 2, half t % 2).
   const int c0 = 64 * wg + 16 * warp + g;
+  const int shift[2] = {MODE == kWx8Fast ? col_shift[c0] : 0, MODE == kWx8Fast ? col_shift[c0 + 8] : 0};
   int woff[2][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
@@ -2057,6 +2093,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
 #pragma unroll
     for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
     gs_wgmma_pin(part);
+    gs_wgmma_pin(acc);
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
       if (s < nkt) issue(s, s);
@@ -2073,40 +2110,87 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
       const uint32_t xs = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
       const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + c0 * 4),
                               *reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + (c0 + 8) * 4)};
-#pragma unroll
-      for (int cc = 0; cc < 2; ++cc) {
-        // A fragments of this chunk: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0 (register 0 for column c0,
-        // 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for step 1.
-        const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
-        const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
-        const uint32_t f0[4] = {gs_e4m3x2_to_f16x2(r0.x), gs_e4m3x2_to_f16x2(r1.x), gs_e4m3x2_to_f16x2(r0.x >> 16),
-                                gs_e4m3x2_to_f16x2(r1.x >> 16)};
-        const uint32_t f1[4] = {gs_e4m3x2_to_f16x2(r0.y), gs_e4m3x2_to_f16x2(r1.y), gs_e4m3x2_to_f16x2(r0.y >> 16),
-                                gs_e4m3x2_to_f16x2(r1.y >> 16)};
-        // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
-        const uint64_t db = gs_wgmma_desc(xs + cc * 64);
-        gs_wgmma_fence();
-        if constexpr (TM == 128) {
-          gs_wgmma_rs_m64n128k16_f16(part, f0, db, 0);
-          gs_wgmma_rs_m64n128k16_f16(part, f1, db + 2, 1);
-        } else {
-          gs_wgmma_rs_m64n64k16_f16(part, f0, db, 0);
-          gs_wgmma_rs_m64n64k16_f16(part, f1, db + 2, 1);
-        }
-        gs_wgmma_commit();
-        // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
-        // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
-        // warpgroup's MMAs, not this one's, overlap this.
-        const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);  // this chunk's byte in the group's word
-        const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
+      if constexpr (MODE == kWx8Fast) {
+        // The stage's 4 MMAs accumulate straight into acc with A = w 2^(e - c): wait for the previous stage's
+        // MMAs (they read the A registers rewritten here), then issue these without waiting.
         gs_wgmma_wait<0>();
-        gs_wgmma_pin(part);
+        uint32_t f[2][2][4];  // [chunk][k16 step][register]
 #pragma unroll
-        for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
+        for (int cc = 0; cc < 2; ++cc) {
+          const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
+          const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, multiplier 1
+          uint32_t m[2];
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
+            // f16 2^(e - c), e - c in -14..7 (a normal f16, exponent field e - c + 15); NaN for e = 255.
+            const uint32_t bits = !in ? 0x3C00u : e == 255 ? 0x7E00u : static_cast<uint32_t>(e - shift[h] + 15) << 10;
+            m[h] = bits | (bits << 16);
+          }
+          const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+          const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+          f[cc][0][0] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.x), m[0]);
+          f[cc][0][1] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.x), m[1]);
+          f[cc][0][2] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.x >> 16), m[0]);
+          f[cc][0][3] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.x >> 16), m[1]);
+          f[cc][1][0] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.y), m[0]);
+          f[cc][1][1] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.y), m[1]);
+          f[cc][1][2] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.y >> 16), m[0]);
+          f[cc][1][3] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.y >> 16), m[1]);
+        }
+        const uint64_t db = gs_wgmma_desc(xs);
+        gs_wgmma_fence();
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
+#pragma unroll
+          for (int k16 = 0; k16 < 2; ++k16) {
+            if constexpr (TM == 128)
+              gs_wgmma_rs_m64n128k16_f16(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
+            else
+              gs_wgmma_rs_m64n64k16_f16(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
+          }
+        gs_wgmma_commit();
+      } else {
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc) {
+          // A fragments of this chunk: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0 (register 0 for column c0,
+          // 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for step 1.
+          const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+          const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+          const uint32_t f0[4] = {gs_e4m3x2_to_f16x2(r0.x), gs_e4m3x2_to_f16x2(r1.x), gs_e4m3x2_to_f16x2(r0.x >> 16),
+                                  gs_e4m3x2_to_f16x2(r1.x >> 16)};
+          const uint32_t f1[4] = {gs_e4m3x2_to_f16x2(r0.y), gs_e4m3x2_to_f16x2(r1.y), gs_e4m3x2_to_f16x2(r0.y >> 16),
+                                  gs_e4m3x2_to_f16x2(r1.y >> 16)};
+          // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
+          const uint64_t db = gs_wgmma_desc(xs + cc * 64);
+          gs_wgmma_fence();
+          if constexpr (TM == 128) {
+            gs_wgmma_rs_m64n128k16_f16(part, f0, db, 0);
+            gs_wgmma_rs_m64n128k16_f16(part, f1, db + 2, 1);
+          } else {
+            gs_wgmma_rs_m64n64k16_f16(part, f0, db, 0);
+            gs_wgmma_rs_m64n64k16_f16(part, f1, db + 2, 1);
+          }
+          gs_wgmma_commit();
+          // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
+          // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
+          // warpgroup's MMAs, not this one's, overlap this.
+          const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);  // this chunk's byte in the group's word
+          const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
+          gs_wgmma_wait<0>();
+          gs_wgmma_pin(part);
+#pragma unroll
+          for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
+        }
       }
     }
+    gs_wgmma_wait<0>();  // the fast form's last stage
+    gs_wgmma_pin(acc);
     gs_cp_async_wait<0>();
     __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
+    // The fast form's acc holds sum(w 2^(e - c) x): times 2^(c - 127) per column (a power of two).
+    const float cs[2] = {MODE == kWx8Fast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
+                         MODE == kWx8Fast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
     // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
 #pragma unroll
     for (int j = 0; j < TM / 8; ++j)
@@ -2119,7 +2203,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int64_t n = col0 + c0 + 8 * h;
-          if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * rs);
+          if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * cs[h] * rs);
         }
       }
   }
@@ -2475,16 +2559,23 @@ inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
   return hipGetLastError();
 }
 
-// The MXFP8 warpgroup-MMA kernel (sm_90a builds): TM rows of x per CTA, S stages, MINB CTAs per SM. Needs x as
-// gs_moe_prepare_rows wrote it with a.xh_wgmma set.
-template <int TM, int S, int MINB = 1>
+// The MXFP8 warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB CTAs per SM.
+// Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
+template <int TM, int S, int MINB = 1, int MODE = kWx8Exact>
 inline hipError_t gs_launch_wgmma_mx8(const GsMoeArgs& a, hipStream_t stream) {
   using P = GsWx8<TM, S>;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB>>(P::kSmem);
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB, MODE>>(P::kSmem);
   if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + kWx8Cols - 1) / kWx8Cols), static_cast<unsigned>(a.S));
-  hipLaunchKernelGGL((gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB, MODE>), grid, dim3(P::kThreads), P::kSmem, stream,
+                     a);
   return hipGetLastError();
+}
+// The launcher's pair: the fast form's CTAs, then the rest exactly.
+template <int TM, int S, int MINB = 1>
+inline hipError_t gs_launch_wgmma_mx8_pair(const GsMoeArgs& a, hipStream_t stream) {
+  const hipError_t err = gs_launch_wgmma_mx8<TM, S, MINB, kWx8Fast>(a, stream);
+  return err != hipSuccess ? err : gs_launch_wgmma_mx8<TM, S, MINB, kWx8Rest>(a, stream);
 }
 
 // Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
@@ -2500,8 +2591,8 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
     return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
                           : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
   if (a.fmt == mx8)
-    return block_m >= 128 ? gs_launch_wgmma_mx8<128, kWx8Stages, 1>(a, stream)
-                          : gs_launch_wgmma_mx8<64, kWx8Stages64, kWx8MinBlocks64>(a, stream);
+    return block_m >= 128 ? gs_launch_wgmma_mx8_pair<128, kWx8Stages, 1>(a, stream)
+                          : gs_launch_wgmma_mx8_pair<64, kWx8Stages64, kWx8MinBlocks64>(a, stream);
 #endif
   if (block_m >= 128) {
     if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
