@@ -1955,8 +1955,9 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 // against the mma.sync tile kernel's launcher form in the same run (1.019-1.030 ms at DSv3-prefill, 0.0424-0.0429
 // at small-K-MoE): DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723 at 4,
 // 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
-// kernel); in 64-row slots, 64 rows, 2 CTAs per SM, fast 0.837 at 4 stages (0.944 at 6), exact 0.928-0.947.
-// small-K-MoE (64-row slots): fast 0.0282, exact 0.0291-0.0296.
+// kernel); in 64-row slots, 64 rows, 2 CTAs per SM, fast 0.797-0.837 at 4 stages (0.870-0.944 at 6), exact
+// 0.928-0.947. The launcher's pair (fast, then the rest) 0.755 at 128 rows (0.703 for the fast form alone) and
+// 0.851 at 64 (call H). small-K-MoE (64-row slots): fast 0.0282, exact 0.0291-0.0296.
 constexpr int kWx8Cols = 128;  // weight columns per CTA: 64 per warpgroup
 // Forms: kWx8Exact (every CTA; each chunk's f32 partial times its scale), kWx8Fast (only CTAs whose every column's
 // E8M0 bytes, 255 aside, span at most kWx8Window: the scale goes into the f16 weights and every MMA accumulates
