@@ -50,6 +50,15 @@ run() {  # run <file> <target> <command...>
   fi
 }
 
+require() {  # require <target> <file> <count> <what>: at least one instruction of a kind the target must use
+  if [ "${3:-0}" -gt 0 ]; then
+    echo "ok    $1  $2: $3 $4"
+  else
+    echo "FAIL  $1  $2: no $4"
+    failures=$((failures + 1))
+  fi
+}
+
 shopt -s nullglob
 files=("$@"); [ ${#files[@]} -gt 0 ] || files=(kernels/*/*.hip kernels/*/*.bind.cpp harness/native/*.hip)  # args: a subset (or a negative control)
 [ ${#files[@]} -gt 0 ] || { echo "FAIL: no .hip sources found" >&2; exit 2; }
@@ -74,13 +83,7 @@ for f in "${files[@]}"; do
     run "$f" gfx90a-asm clang-19 -x hip -std=c++17 -O2 -ffp-contract=off --offload-arch=gfx90a -nogpulib \
       --cuda-device-only -S "${inc_mod[@]}" "$f" -o "$out/$base.gfx90a.s"
     for arch in gfx90a gfx942; do
-      count=$(grep -c 'v_mfma' "$out/$base.$arch.s" 2>/dev/null)
-      if [ "${count:-0}" -gt 0 ]; then
-        echo "ok    $arch  $f: $count MFMA instructions"
-      else
-        echo "FAIL  $arch  $f: no MFMA instruction (v_mfma) in the assembly"
-        failures=$((failures + 1))
-      fi
+      require "$arch" "$f" "$(grep -c 'v_mfma' "$out/$base.$arch.s" 2>/dev/null)" "MFMA instructions (v_mfma) in the assembly"
     done
   done
   run "$f" sm_90 nvcc -x cu -std=c++17 -O2 -arch=sm_90 --fmad=false "${inc_mod[@]}" -c "$f" -o "$out/$base.sm_90.o"
@@ -89,17 +92,12 @@ for f in "${files[@]}"; do
     mkdir -p "$out/keep_$base"
     run "$f" sm_90a nvcc -x cu -std=c++17 -O2 -arch=sm_90a -DGS_SM90A=1 --fmad=false "${inc_mod[@]}" \
       --keep --keep-dir "$out/keep_$base" -c "$f" -o "$out/$base.sm_90a.o"
-    count=$(cat "$out/keep_$base"/*.ptx 2>/dev/null | grep -c 'wgmma.mma_async')
-    if [ "${count:-0}" -gt 0 ]; then
-      echo "ok    sm_90a  $f: $count warpgroup MMA instructions"
-    else
-      echo "FAIL  sm_90a  $f: no warpgroup MMA (wgmma.mma_async) in the PTX"
-      failures=$((failures + 1))
-    fi
+    require sm_90a "$f" "$(cat "$out/keep_$base"/*.ptx 2>/dev/null | grep -c 'wgmma.mma_async')" \
+      "warpgroup MMA instructions (wgmma.mma_async) in the PTX"
   done
 done
 if [ "$failures" -gt 0 ]; then
   echo "$failures compile(s) failed"
   exit 1
 fi
-echo "all ${#files[@]} sources compiled (.hip for gfx90a, gfx942, gfx1100, gfx1201, sm_90; .bind.cpp with g++); MFMA and wgmma found where required"
+echo "all ${#files[@]} sources compiled (.hip for gfx90a, gfx942, gfx1100, gfx1201, sm_90, sm_90a where wgmma is required; .bind.cpp with g++); MFMA and wgmma found where required"
