@@ -32,10 +32,9 @@
 //   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
 //   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
 //   (H100 / H200) bf16 and MXFP8 prefill slots take the warpgroup-MMA kernels gs_moe_gemm_wgmma_kernel and
-//   gs_moe_gemm_wgmma_mx8_kernel instead. All are
-//   deterministic but accumulate in the tensor core's own order: within one bf16 rounding of the CUDA-core
-//   kernel, not bitwise equal. kernel_path() in the Python op says which family ran ("tensor_core" or
-//   "cuda_core").
+//   gs_moe_gemm_wgmma_mx8_kernel instead. All are deterministic but accumulate in the tensor core's own order:
+//   within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says
+//   which family ran ("tensor_core" or "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
 //   (gs_moe_gemm_mfma_kernel; compiled and checked for MFMA instructions, not run: no AMD GPU here).
 #include "hip_compat.h"
@@ -1640,9 +1639,10 @@ __global__ void __launch_bounds__(GsPf<FMT, MW, U, S>::kThreads, 2 / MW) gs_moe_
 // each output element accumulates its K in a fixed order; rows past the slot read zeros. Checked on the H200
 // against the CPU twin (tests/test_moe_gemm_ops.py: partial tiles, odd N, K tails, NaN weights and rows, 200-row
 // slots) and under compute-sanitizer memcheck (reports/measurements/h200-2026-12-02-session10).
-// DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu, two runs, same folder): 0.510-0.535 ms in the
-// launcher's 128-row form (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s) against 1.06-1.07 for the mma.sync
-// tile kernel and 0.519 for torch._grouped_mm; 64-row slots 0.67 ms (the weights are staged once per 64 rows).
+// DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu and bench/moe_gemm.py, same folder): 0.510-0.535 ms
+// in the launcher's 128-row form in calls A-C (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s) and 0.548-0.568 in
+// calls G-H, against 1.06-1.07 for the mma.sync tile kernel and 0.519-0.529 for torch._grouped_mm in the same
+// runs; 64-row slots 0.67-0.70 ms (the weights are staged once per 64 rows).
 // A form that converted MXFP8 weights per stage into bf16 in shared memory (with the E8M0 scale) measured no
 // faster than the mma.sync kernel (0.997-1.127 against 1.028 ms at DSv3-prefill) and latency-bound under Nsight
 // Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_mx8_kernel below instead.
@@ -1682,6 +1682,8 @@ __device__ __forceinline__ uint64_t gs_wgmma_desc(uint32_t saddr) {
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define GS_WGMMA_DEVICE 1
+// One wgmma instruction per helper (PTX ISA, wgmma.mma_async): m64nNk16, D += A B (scale-d 1) with bf16 A and B
+// from shared memory (descriptors), N / 2 f32 accumulators per thread in the instruction's operand order.
 __device__ __forceinline__ void gs_wgmma_m64n256k16_bf16(float (&d)[128], uint64_t da, uint64_t db) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
