@@ -4,6 +4,9 @@ refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); G
 CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
 with the twin within one bf16 rounding, run to run bitwise, and for NaN propagation."""
 
+import pathlib
+import re
+
 import pytest
 import torch
 
@@ -11,6 +14,8 @@ from harness import check
 from kernels.common import quant, routing
 from kernels.moe_gemm import ops as mo
 from kernels.moe_gemm.reference import moe_gemm_reference
+
+MOE_GEMM_SOURCE = pathlib.Path(mo.FAMILY_DIR) / "moe_gemm.hip"
 
 # bf16 output: one round-to-nearest-even of an f32 sum, at most half an ulp = 2^-8 of the value; the
 # f32 accumulation order adds ~K * 2^-24 relative (K = 96: 6e-6).
@@ -325,6 +330,27 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
         ref = cpu[:, col]
         assert quant.max_rel_error(out[:, col], ref) <= OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24, col
     assert torch.isfinite(out[:16, :4]).all() and out[:, 3].abs().max() > 2.0**60
+
+
+def test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16():
+    """The MXFP8 wgmma kernel's fast form multiplies each e4m3 weight by 2^d in f16, d = e - c from
+    kWx8Top - kWx8Window to kWx8Top (read from moe_gemm.hip), and its exactness rests on every such product
+    being an f16 value: checked for all 255 non-NaN e4m3 values and every d against f64. Controls: one step
+    past the top overflows 448's product, two past the bottom (2^-16) loses the smallest subnormal's bit (2^-15
+    keeps it, but its multiplier would be an f16 subnormal, which the kernel avoids), so either constant moved
+    outward past those makes this fail."""
+    text = MOE_GEMM_SOURCE.read_text()
+    top = int(re.search(r"constexpr int kWx8Top = (\d+);", text).group(1))
+    window = int(re.search(r"constexpr int kWx8Window = (\d+);", text).group(1))
+    e4m3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float64)
+    e4m3 = e4m3[~torch.isnan(e4m3)]
+
+    def exact(d: int) -> bool:
+        scaled = e4m3 * 2.0**d
+        return torch.equal(scaled.to(torch.float16).to(torch.float64), scaled)
+
+    assert all(exact(d) for d in range(top - window, top + 1)), (top, window)
+    assert not exact(top + 1) and not exact(top - window - 2)
 
 
 @pytest.mark.gpu
