@@ -336,9 +336,9 @@ def test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16():
     """The MXFP8 wgmma kernel's fast form multiplies each e4m3 weight by 2^d in f16, d = e - c from
     kWx8Top - kWx8Window to kWx8Top (read from moe_gemm.hip), and its exactness rests on every such product
     being an f16 value: checked for all 255 non-NaN e4m3 values and every d against f64. Controls: one step
-    past the top overflows 448's product, two past the bottom (2^-16) loses the smallest subnormal's bit (2^-15
-    keeps it, but its multiplier would be an f16 subnormal, which the kernel avoids), so either constant moved
-    outward past those makes this fail."""
+    past the top overflows 448's product, two past the bottom (2^-16) loses the smallest subnormal's bit; one
+    past the bottom (2^-15) keeps it, but the kernel forms the multiplier's bits as (d + 15) << 10, which must
+    name a normal f16 (exponent field 1..30), so a window reaching -15 fails that check."""
     text = MOE_GEMM_SOURCE.read_text()
     top = int(re.search(r"constexpr int kWx8Top = (\d+);", text).group(1))
     window = int(re.search(r"constexpr int kWx8Window = (\d+);", text).group(1))
@@ -350,6 +350,7 @@ def test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16():
         return torch.equal(scaled.to(torch.float16).to(torch.float64), scaled)
 
     assert all(exact(d) for d in range(top - window, top + 1)), (top, window)
+    assert all(1 <= d + 15 <= 30 for d in range(top - window, top + 1)), (top, window)
     assert not exact(top + 1) and not exact(top - window - 2)
 
 
