@@ -306,9 +306,10 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
     its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code, and
     the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128. MXFP8 at block_m 64 and
-    128 on the H100 / H200 takes the warpgroup-MMA kernel, which multiplies each chunk's f32 partial by
-    gs_e8m0's scale: column 8 (chunks 0..3 at 2^-118, 4..7 at 2^-117, a column of outputs near 1e-33) shows a
-    scale applied to the wrong chunk or column, or lost below bf16's normal range."""
+    128 on the H100 / H200 takes the warpgroup-MMA kernel; column 7's 2^-127 beside scales near 2^-7 puts the
+    tile in its exact form, which multiplies each chunk's f32 partial by gs_e8m0's scale: column 8 (chunks
+    0..3 at 2^-118, 4..7 at 2^-117, a column of outputs near 1e-33) shows a scale applied to the wrong chunk or
+    column, or lost below bf16's normal range."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
     q.scale[:, 1, :] = 135
     q.scale[:, 2, 3] = 140
@@ -363,8 +364,10 @@ def test_gpu_mxfp8_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
     tiles. Here tile 0 (columns 0..127) is fast, with a NaN scale (255) in column 5's chunk 2 and a column
     whose scales span exactly 21 (column 9: 2^-20 .. 2^1); tile 1 holds column 130 with scales spanning 22 (it
     must take the exact form) and column 140 at 2^-118. Every column must match the CPU twin on its own, the
-    NaN column must be NaN in the rows of its expert only; a tile computed twice or by neither form, or a
-    wrong per-column offset, fails it. Elsewhere (mma.sync) the same numbers come from the tile kernel."""
+    NaN column must be NaN in the rows of its expert only; a tile that neither form computes or a wrong
+    per-column offset fails it (the window's width is proved on the CPU:
+    test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16). Elsewhere (mma.sync) the same numbers
+    come from the tile kernel."""
     x, q, bmap = _problem("mxfp8", e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=17)
     q.scale[0, 5, 2] = 255
     q.scale[:, 9, :4] = 107

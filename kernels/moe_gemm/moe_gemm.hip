@@ -1820,6 +1820,12 @@ __device__ __forceinline__ void gs_wgmma_bf16(float (&d)[N / 2], uint64_t da, ui
   else if constexpr (N == 128) gs_wgmma_m64n128k16_bf16(d, da, db);
   else gs_wgmma_m64n64k16_bf16(d, da, db);
 }
+// One m64nNk16 MMA with f16 A from registers and f16 B from shared memory (N / 2 accumulators per thread).
+template <int N>
+__device__ __forceinline__ void gs_wgmma_rs_f16(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t db, int scale_d) {
+  if constexpr (N == 128) gs_wgmma_rs_m64n128k16_f16(d, a, db, scale_d);
+  else gs_wgmma_rs_m64n64k16_f16(d, a, db, scale_d);
+}
 // Pins accumulator registers at this point of the instruction stream (CUTLASS's warpgroup_fence_operand): the
 // compiler may not move their reads or writes across it, so no register move meets an MMA still writing them.
 template <int N>
@@ -1953,7 +1959,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 // x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
 // gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the 8-byte A reads of a half-warp
 // (4 columns) hit distinct banks.
-// Measured on the H200 (bench/moe_gemm_variants.cu; reports/measurements/h200-2026-12-02-session10, calls F and G),
+// Measured on the H200 (bench/moe_gemm_variants.cu; reports/measurements/h200-2026-12-02-session10, calls F-H),
 // against the mma.sync tile kernel's launcher form in the same run (1.019-1.030 ms at DSv3-prefill, 0.0424-0.0429
 // at small-K-MoE): DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723 at 4,
 // 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
@@ -2059,6 +2065,17 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
   for (int h = 0; h < 2; ++h)
 #pragma unroll
     for (int cc = 0; cc < 2; ++cc) woff[h][cc] = P::kXBytes + P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8;
+  // A fragments of chunk cc of stage st, f[k16 step][register]: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0
+  // (register 0 for column c0, 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for
+  // step 1.
+  auto afrag = [&](const uint8_t* st, int cc, uint32_t(&f)[2][4]) {
+    const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+    const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+    f[0][0] = gs_e4m3x2_to_f16x2(r0.x), f[0][1] = gs_e4m3x2_to_f16x2(r1.x);
+    f[0][2] = gs_e4m3x2_to_f16x2(r0.x >> 16), f[0][3] = gs_e4m3x2_to_f16x2(r1.x >> 16);
+    f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
+    f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
+  };
   for (int64_t rg = 0; rg < rows; rg += TM) {
     const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
     const uint16_t* xrow[kXPer];
@@ -2130,50 +2147,29 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
             const uint32_t bits = !in ? 0x3C00u : e == 255 ? 0x7E00u : static_cast<uint32_t>(e - shift[h] + 15) << 10;
             m[h] = bits | (bits << 16);
           }
-          const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
-          const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
-          f[cc][0][0] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.x), m[0]);
-          f[cc][0][1] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.x), m[1]);
-          f[cc][0][2] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.x >> 16), m[0]);
-          f[cc][0][3] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.x >> 16), m[1]);
-          f[cc][1][0] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.y), m[0]);
-          f[cc][1][1] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.y), m[1]);
-          f[cc][1][2] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r0.y >> 16), m[0]);
-          f[cc][1][3] = gs_hmul2_bits(gs_e4m3x2_to_f16x2(r1.y >> 16), m[1]);
+          afrag(st, cc, f[cc]);
+#pragma unroll
+          for (int k16 = 0; k16 < 2; ++k16)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) f[cc][k16][r] = gs_hmul2_bits(f[cc][k16][r], m[r % 2]);  // column c0 + 8 (r % 2)
         }
         const uint64_t db = gs_wgmma_desc(xs);
         gs_wgmma_fence();
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc)
 #pragma unroll
-          for (int k16 = 0; k16 < 2; ++k16) {
-            if constexpr (TM == 128)
-              gs_wgmma_rs_m64n128k16_f16(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
-            else
-              gs_wgmma_rs_m64n64k16_f16(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
-          }
+          for (int k16 = 0; k16 < 2; ++k16) gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
         gs_wgmma_commit();
       } else {
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
-          // A fragments of this chunk: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0 (register 0 for column c0,
-          // 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for step 1.
-          const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
-          const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
-          const uint32_t f0[4] = {gs_e4m3x2_to_f16x2(r0.x), gs_e4m3x2_to_f16x2(r1.x), gs_e4m3x2_to_f16x2(r0.x >> 16),
-                                  gs_e4m3x2_to_f16x2(r1.x >> 16)};
-          const uint32_t f1[4] = {gs_e4m3x2_to_f16x2(r0.y), gs_e4m3x2_to_f16x2(r1.y), gs_e4m3x2_to_f16x2(r0.y >> 16),
-                                  gs_e4m3x2_to_f16x2(r1.y >> 16)};
+          uint32_t f[2][4];
+          afrag(st, cc, f);
           // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
           const uint64_t db = gs_wgmma_desc(xs + cc * 64);
           gs_wgmma_fence();
-          if constexpr (TM == 128) {
-            gs_wgmma_rs_m64n128k16_f16(part, f0, db, 0);
-            gs_wgmma_rs_m64n128k16_f16(part, f1, db + 2, 1);
-          } else {
-            gs_wgmma_rs_m64n64k16_f16(part, f0, db, 0);
-            gs_wgmma_rs_m64n64k16_f16(part, f1, db + 2, 1);
-          }
+          gs_wgmma_rs_f16<TM>(part, f[0], db, 0);
+          gs_wgmma_rs_f16<TM>(part, f[1], db + 2, 1);
           gs_wgmma_commit();
           // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
           // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
