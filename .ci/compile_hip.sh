@@ -9,7 +9,7 @@
 #                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only; sources in WGMMA_SOURCES also for sm_90a with
 #                        -DGS_SM90A=1 (as harness/native/build.py builds on the H100 / H200), whose PTX must
-#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's bf16 prefill kernel.
+#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels.
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
 # vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.

@@ -15,7 +15,8 @@
 // (5) The prefill kernel's tilings (rows of warps, chunks and stages per ring) for MXFP8, bf16 and MXFP4 at the
 // DeepSeek-like prefill shape and the small-K shape (K 512, 64 tokens per expert), with 64- and 128-row slots.
 // (6) Built for sm_90a with -DGS_SM90A=1 (the line below): the warpgroup-MMA kernels' tilings in (5)'s sweep,
-// bf16 (64- and 128-row CTAs, columns, stages) and MXFP8 (rows of x per CTA, stages), checked like the others.
+// bf16 (64- and 128-row CTAs, columns, stages) and the quantized formats (rows of x per CTA, stages, forms),
+// checked like the others; block-FP8 (f32 scales per 128 x 128 block) joins bf16 and MXFP4 in (5).
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90a -DGS_SM90A=1 --fmad=false -I kernels/common -I kernels/moe_gemm \
@@ -290,8 +291,8 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     WG("wgmma_BM64_N256_S5_m128", 256, 5, 64, 1, a128);
 #undef WG
   }
-  if constexpr (FMT == GS_FMT_MXFP8) {
-    // The MXFP8 kernel reads x as gs_moe_prepare_rows writes it with xh_wgmma set: its own copy here.
+  if constexpr (FMT != GS_FMT_BF16) {
+    // The quantized-weight kernel reads x as gs_moe_prepare_rows writes it with xh_wgmma set: its own copy here.
     GsMoeArgs aw = a, aw128 = a128;
     CK(cudaMalloc(&aw.xh, a.R * a.K * 2));
     CK(cudaMalloc(&aw.x_rs, a.R * 4));
@@ -299,23 +300,30 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     gs_moe_prepare_rows<<<static_cast<unsigned>(a.R), kThreads>>>(aw, 0);
     CK(cudaDeviceSynchronize());
     aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
-#define WX(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8<TM, S, MINB, MODE>(AA, 0))); }, false)
-#define WXP(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_mx8_pair<TM, S, MINB>(AA, 0))); }, false)
-    // The launcher's pair (fast form, then the rest exactly: here every CTA's scales fit the fast form), each
-    // form alone, and other tilings of the exact form.
-    WXP("wgmma_mx8_pair_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
-    WX("wgmma_mx8_fast_TM128_S5_m128", 128, 5, 1, kWx8Fast, aw128);
-    WX("wgmma_mx8_fast_TM128_S7_m128", 128, 7, 1, kWx8Fast, aw128);
-    WX("wgmma_mx8_fast_TM128_S4_m128", 128, 4, 1, kWx8Fast, aw128);
-    WX("wgmma_mx8_exact_TM128_S5_m128", 128, 5, 1, kWx8Exact, aw128);
-    WX("wgmma_mx8_exact_TM128_S8_m128", 128, 8, 1, kWx8Exact, aw128);
-    WXP("wgmma_mx8_pair_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
-    WX("wgmma_mx8_fast_TM64_S4_minb2_m64", 64, 4, 2, kWx8Fast, aw);
-    WX("wgmma_mx8_fast_TM64_S6_minb2_m64", 64, 6, 2, kWx8Fast, aw);
-    WX("wgmma_mx8_exact_TM64_S4_minb2_m64", 64, 4, 2, kWx8Exact, aw);
-    WX("wgmma_mx8_fast_TM64_S4_minb2_m128", 64, 4, 2, kWx8Fast, aw128);  // 128-row slots in 64-row CTAs
-#undef WX
-#undef WXP
+#define WQ(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE>(AA, 0))); }, false)
+#define WQF(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, MINB>(AA, 0))); }, false)
+    // The launcher's forms (MX: the fast form, then the rest exactly; here every CTA's scales fit the fast form),
+    // each form alone, and other tilings.
+    if constexpr (FMT == GS_FMT_BLOCK_FP8) {
+      WQF("wgmma_q_forms_TM128_S6_m128", 128, 6, 1, aw128);  // the launcher's at block_m >= 128
+      WQF("wgmma_q_forms_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
+      WQ("wgmma_q_block_TM128_S4_m128", 128, 4, 1, kWqExact, aw128);
+      WQ("wgmma_q_block_TM128_S5_m128", 128, 5, 1, kWqExact, aw128);
+      WQ("wgmma_q_block_TM128_S7_m128", 128, 7, 1, kWqExact, aw128);
+      WQ("wgmma_q_block_TM64_S4_m64", 64, 4, 1, kWqExact, aw);
+      WQ("wgmma_q_block_TM64_S6_minb2_m64", 64, 6, 2, kWqExact, aw);
+    } else {
+      WQF("wgmma_q_forms_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
+      WQF("wgmma_q_forms_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
+      WQ("wgmma_q_fast_TM128_S5_m128", 128, 5, 1, kWqFast, aw128);
+      WQ("wgmma_q_fast_TM128_S6_m128", 128, 6, 1, kWqFast, aw128);
+      WQ("wgmma_q_exact_TM128_S5_m128", 128, 5, 1, kWqExact, aw128);
+      WQ("wgmma_q_fast_TM64_S4_minb2_m64", 64, 4, 2, kWqFast, aw);
+      WQ("wgmma_q_exact_TM64_S4_minb2_m64", 64, 4, 2, kWqExact, aw);
+      WQ("wgmma_q_fast_TM64_S4_minb2_m128", 64, 4, 2, kWqFast, aw128);  // 128-row slots in 64-row CTAs
+    }
+#undef WQ
+#undef WQF
     CK(cudaFree(aw.xh));
     CK(cudaFree(aw.x_rs));
   }
@@ -324,23 +332,34 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
   CK(cudaFree(dmap128));
 }
 
-// (5) bf16 and MXFP4 weights at the DeepSeek-like prefill shape and the small-K shape: the op's launcher at
+// (5) bf16, MXFP4 and block-FP8 weights at the DeepSeek-like prefill shape and the small-K shape: the op's launcher at
 // block_m 64 (the reference output here) against the prefill tilings (prefill_variants).
 static void prefill_sweep() {
   for (const Shape& s : {Shape{"DSv3-prefill", 32, 4096, 7168, 128}, Shape{"small-K-MoE", 32, 2048, 512, 64}}) {
     const char* only = std::getenv("GS_VARIANTS_SHAPE");
     if (only && std::strcmp(only, s.name) != 0) continue;
-    for (const int fmt : {GS_FMT_BF16, GS_FMT_MXFP4}) {
-      std::printf("\n%s prefill, %s\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n", fmt == GS_FMT_BF16 ? "bf16" : "mxfp4",
-                  s.name);
+    for (const int fmt : {GS_FMT_BF16, GS_FMT_MXFP4, GS_FMT_BLOCK_FP8}) {
+      const bool b8 = fmt == GS_FMT_BLOCK_FP8;
+      std::printf("\n%s prefill, %s\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n",
+                  fmt == GS_FMT_BF16 ? "bf16" : b8 ? "block_fp8" : "mxfp4", s.name);
       const int64_t R = s.E * s.tpe, block_m = 64;
-      const int64_t wbytes = fmt == GS_FMT_BF16 ? s.E * s.N * s.K * 2 : s.E * s.N * s.K / 2;
-      const int64_t sbytes = fmt == GS_FMT_BF16 ? 0 : s.E * s.N * (s.K / 32);
+      const int64_t wbytes = fmt == GS_FMT_BF16 ? s.E * s.N * s.K * 2 : b8 ? s.E * s.N * s.K : s.E * s.N * s.K / 2;
+      // MXFP4: one E8M0 byte per column and 32 K; block-FP8: one f32 per 128 x 128 block.
+      const int64_t sbytes = fmt == GS_FMT_BF16 ? 0 : b8 ? s.E * (s.N / 128) * (s.K / 128) * 4 : s.E * s.N * (s.K / 32);
       std::vector<uint8_t> w(wbytes), sc(sbytes);
       if (fmt == GS_FMT_BF16) {
         for (size_t i = 0; i < w.size(); i += 2) {
           const uint16_t v = gs_float_to_bf16((static_cast<int>(next_u32() % 2001) - 1000) / 8000.0f);
           w[i] = static_cast<uint8_t>(v), w[i + 1] = static_cast<uint8_t>(v >> 8);
+        }
+      } else if (b8) {
+        for (auto& b : w) {  // e4m3fn bytes without the NaN encodings 0x7F and 0xFF
+          b = static_cast<uint8_t>(next_u32());
+          if ((b & 0x7Fu) == 0x7Fu) b &= 0xFEu;
+        }
+        for (size_t i = 0; i < sc.size(); i += 4) {
+          const float v = (1.0f + (next_u32() % 1000) / 1000.0f) * 0x1p-8f;
+          std::memcpy(&sc[i], &v, 4);
         }
       } else {
         for (auto& b : w) b = static_cast<uint8_t>(next_u32());
@@ -372,10 +391,13 @@ static void prefill_sweep() {
       CK(cudaMemcpy(dx, x.data(), x.size() * 2, cudaMemcpyHostToDevice));
       CK(cudaMemcpy(dmap, map.data(), map.size() * 4, cudaMemcpyHostToDevice));
       // [E, K, N] views of [E, N, K] storage, strides in storage elements (bytes for MXFP4's packed pairs).
-      const int64_t kst = fmt == GS_FMT_BF16 ? s.K : s.K / 2;
+      const int64_t kst = fmt == GS_FMT_BF16 || b8 ? s.K : s.K / 2;
       GsMoeArgs a{fmt, dx, s.K, R, s.K, s.N, s.E, dw, s.N * kst, 1, kst, ds, s.N * (s.K / 32), 1,
                   s.K / 32, fmt == GS_FMT_BF16 ? 0 : 32, 1, nullptr, 0, dmap, static_cast<int64_t>(map.size() / 3), dout, 1, 1};
       if (fmt == GS_FMT_BF16) a.s_se = a.s_sk = a.s_sn = 0;
+      if (b8) {  // scales [E, N / 128, K / 128] viewed as [E, K / 128, N / 128], in f32 elements
+        a.s_se = (s.N / 128) * (s.K / 128), a.s_sk = 1, a.s_sn = s.K / 128, a.s_kblk = 128, a.s_nblk = 128;
+      }
       a.xh = fmt == GS_FMT_BF16 ? nullptr : dxh;
       a.x_rs = fmt == GS_FMT_BF16 ? nullptr : dxrs;
       if (a.xh) gs_moe_prepare_rows<<<R, kThreads>>>(a, 0);
@@ -395,6 +417,7 @@ static void prefill_sweep() {
       };
       run("op_launch", [&] { CK(gs_moe_gemm_launch(a, static_cast<int>(block_m), 1, 0)); }, false);
       if (fmt == GS_FMT_BF16) prefill_variants<GS_FMT_BF16>(a, s.tpe, run);
+      else if (b8) prefill_variants<GS_FMT_BLOCK_FP8>(a, s.tpe, run);
       else prefill_variants<GS_FMT_MXFP4>(a, s.tpe, run);
       CK(cudaGetLastError());
       for (void* ptr : {static_cast<void*>(dw), static_cast<void*>(ds), static_cast<void*>(dcopy), static_cast<void*>(dsrc),

@@ -4,8 +4,11 @@ refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); G
 CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
 with the twin within one bf16 rounding, run to run bitwise, and for NaN propagation."""
 
+import os
 import pathlib
 import re
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -217,8 +220,8 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
     """MXFP4 takes the ring up to block_m 16 (1 and 4: decode) and the prefill kernel above; the other formats
     from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the same bound). The
     tensor-core kernels (block_m 16: the shared-memory ring; 64: the prefill kernel's 64 x 256 tiles, 128: its
-    128 x 256 tiles of 8 warps; bf16 on the H100 / H200 the warpgroup-MMA kernel's 64- and 128-row tiles,
-    where the 5- and 17-row slots leave the second row of warps idle and 200 rows
+    128 x 256 tiles of 8 warps; on the H100 / H200 the warpgroup-MMA kernels' 64- and 128-row tiles for every
+    format, where the 5- and 17-row slots leave the second row of warps idle and 200 rows
     run a full and a 72-row tile; N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
     four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
@@ -305,9 +308,9 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     by the scale only while every scale byte a warp reads for 4 chunks lies in 113..134 (its fast path, which
     quantize_weight's scales of about 2^-7 take in the other tests); the columns set here send every group to
     its exact path, f32 partials times gs_e8m0. MXFP4 (weights >= 2^-1) shares the ring's scale code, and
-    the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128. MXFP8 at block_m 64 and
-    128 on the H100 / H200 takes the warpgroup-MMA kernel; column 7's 2^-127 beside scales near 2^-7 puts the
-    tile in its exact form, which multiplies each chunk's f32 partial by gs_e8m0's scale: column 8 (chunks
+    the prefill kernel's (block_m 64 and 128) vote with its own fast range, 104..128. MXFP8 and MXFP4 at block_m
+    64 and 128 on the H100 / H200 take the warpgroup-MMA kernel; column 7's 2^-127 beside scales near 2^-7 puts
+    the tile in its exact form, which multiplies each chunk's f32 partial by gs_e8m0's scale: column 8 (chunks
     0..3 at 2^-118, 4..7 at 2^-117, a column of outputs near 1e-33) shows a scale applied to the wrong chunk or
     column, or lost below bf16's normal range."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 11), slack=0, block_m=block_m, seed=5)
@@ -333,26 +336,51 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     assert torch.isfinite(out[:16, :4]).all() and out[:, 3].abs().max() > 2.0**60
 
 
-def test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16():
-    """The MXFP8 wgmma kernel's fast form multiplies each e4m3 weight by 2^d in f16, d = e - c from
-    kWx8Top - kWx8Window to kWx8Top (read from moe_gemm.hip), and its exactness rests on every such product
-    being an f16 value: checked for all 255 non-NaN e4m3 values and every d against f64. Controls: one step
-    past the top overflows 448's product, two past the bottom (2^-16) loses the smallest subnormal's bit; one
-    past the bottom (2^-15) keeps it, but the kernel forms the multiplier's bits as (d + 15) << 10, which must
-    name a normal f16 (exponent field 1..30), so a window reaching -15 fails that check."""
+def _fast_form_window(fmt: str) -> tuple[int, int]:
+    """kWqTop* and kWqWindow* of the wgmma kernel's fast form for fmt's element type (read from moe_gemm.hip)."""
     text = MOE_GEMM_SOURCE.read_text()
-    top = int(re.search(r"constexpr int kWx8Top = (\d+);", text).group(1))
-    window = int(re.search(r"constexpr int kWx8Window = (\d+);", text).group(1))
+    kind = "E2m1" if fmt == "mxfp4" else "E4m3"
+    top = int(re.search(rf"constexpr int kWqTop{kind} = (\d+);", text).group(1))
+    window = int(re.search(rf"constexpr int kWqWindow{kind} = (\d+);", text).group(1))
+    return top, window
+
+
+# The f16 bias of each element type's decoded bits in the fast form: e4m3 decodes to its value, e2m1 to its
+# value times 2^-14 (gs_e2m1x8_to_f16x2_mul), so the kernel's multiplier is 2^(d + bias).
+_DECODE_BIAS = {"mxfp8": 0, "mxfp4": 14}
+
+
+def _element_values(fmt: str) -> torch.Tensor:
+    """Every non-NaN value of fmt's element type, in f64."""
+    if fmt == "mxfp4":
+        return quant.e2m1_decode(torch.arange(16, dtype=torch.uint8)).to(torch.float64)
     e4m3 = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).to(torch.float64)
-    e4m3 = e4m3[~torch.isnan(e4m3)]
+    return e4m3[~torch.isnan(e4m3)]
+
+
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
+def test_fast_form_window_keeps_every_weight_exact_in_f16(fmt):
+    """The quantized wgmma kernel's fast form turns each weight into w 2^d in f16, d = e - c from top - window
+    to top (read from moe_gemm.hip), and its exactness rests on every such product being an f16 value:
+    checked for every value of the element type (e4m3: 255 non-NaN; e2m1: 16) and every d against f64. The
+    kernel forms the multiplier's bits as (d + bias + 15) << 10 (bias 0 for e4m3, which decodes to its value;
+    14 for e2m1, decoded to value * 2^-14), which must name a normal f16 (exponent field 1..30). Controls: one
+    step past the top overflows the largest value's product (e4m3) or the multiplier's field (e2m1), and two
+    steps past the bottom lose the smallest value's lowest bit."""
+    top, window = _fast_form_window(fmt)
+    values, bias = _element_values(fmt), _DECODE_BIAS[fmt]
 
     def exact(d: int) -> bool:
-        scaled = e4m3 * 2.0**d
+        scaled = values * 2.0**d
         return torch.equal(scaled.to(torch.float16).to(torch.float64), scaled)
 
-    assert all(exact(d) for d in range(top - window, top + 1)), (top, window)
-    assert all(1 <= d + 15 <= 30 for d in range(top - window, top + 1)), (top, window)
-    assert not exact(top + 1) and not exact(top - window - 2)
+    def normal_multiplier(d: int) -> bool:
+        return 1 <= d + bias + 15 <= 30
+
+    span = range(top - window, top + 1)
+    assert all(exact(d) and normal_multiplier(d) for d in span), (top, window)
+    assert not (exact(top + 1) and normal_multiplier(top + 1))
+    assert not exact(top - window - 2)
 
 
 @pytest.mark.gpu
@@ -386,6 +414,71 @@ def test_gpu_mxfp8_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
         bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
         assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
     assert torch.equal(out[103:], torch.zeros(2, 256))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [64, 128])
+def test_gpu_mxfp4_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
+    """MXFP4 prefill on the H100 / H200 runs the MXFP8 pair's two forms with e2m1's window: a 128-column tile
+    whose every column's E8M0 bytes (255 aside) span at most 24 takes the fast form (the scale goes into the f16
+    weights relative to each column's largest exponent), the others the exact form. Tile 0 holds a NaN scale in
+    column 5's chunk 2 and column 9 spanning exactly 24 (2^-23 .. 2^1); tile 1 holds column 130 spanning 25 (it
+    must take the exact form) and column 140 at 2^-118. Every column must match the CPU twin on its own and the
+    NaN column must be NaN in its expert's rows only; a tile neither form computes, a wrong per-column offset or
+    a wrong e2m1 pair order fails it (the window's exactness is proved on the CPU:
+    test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile kernel computes it."""
+    x, q, bmap = _problem("mxfp4", e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=19)
+    q.scale[0, 5, 2] = 255
+    q.scale[:, 9, :4] = 104
+    q.scale[:, 9, 4:] = 128
+    q.scale[:, 130, 0] = 100
+    q.scale[:, 130, 1:] = 125
+    q.scale[:, 140, :] = 9
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
+    assert torch.equal(torch.isnan(out), torch.isnan(cpu))
+    assert torch.isnan(out[:70, 5]).all() and torch.isfinite(out[70:, 5]).all()
+    assert out[:, 140].abs().max() > 0
+    for col in range(256):
+        rows = slice(70, None) if col == 5 else slice(None)
+        bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
+        assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
+    assert torch.equal(out[103:], torch.zeros(2, 256))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_m", [64, 128])
+def test_gpu_block_fp8_prefill_applies_each_128_block_scale(block_m):
+    """Block-FP8 keeps one f32 scale per 128 x 128 weight block. Prefill slots on the H100 / H200 sum a 128-K
+    block's MMAs into an f32 partial and add it times that block's scale (the 128-column tile is one column
+    block); elsewhere the mma.sync tile kernel runs. N = 264 (a partial third column block) and K = 320 (a partial
+    third K block, 64 of its 128). Expert 0's block (column block 1, K block 2) holds NaN: its 128 columns are
+    NaN in expert 0's rows only. Expert 1's blocks get 2^20, 2^-30 and the partial blocks their own scales, so a
+    scale applied to the neighbouring K block, column block or expert, or a partial folded twice or never,
+    moves those columns away from the CPU twin, which each column must match on its own."""
+    x, q, bmap = _problem("block_fp8", e=2, n=264, k=320, sizes=(70, 33), slack=2, block_m=block_m, seed=23)
+    assert tuple(q.scale.shape) == (2, 3, 3)
+    q.scale[0, 1, 2] = float("nan")
+    q.scale[1, 0, 1] = 2.0**20
+    q.scale[1, 1, 0] = 2.0**-30
+    q.scale[1, 2, 2] = 3.0
+    q.scale[0, 2, 2] = 0.25
+    qd = _to(q, "cuda")
+    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
+    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
+    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
+    expected_nan = torch.zeros(out.shape, dtype=torch.bool)
+    expected_nan[:70, 128:256] = True
+    assert torch.equal(torch.isnan(cpu), expected_nan)
+    assert torch.equal(torch.isnan(out), expected_nan)
+    for col in range(264):
+        rows = slice(70, None) if 128 <= col < 256 else slice(None)
+        bound = OUTPUT_ROUNDING_BOUND + 320 * 2.0**-24
+        assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
+    assert out[70:103, :128].abs().max() > 2.0**10
+    assert torch.equal(out[103:], torch.zeros(2, 264))
 
 
 @pytest.mark.gpu
@@ -435,7 +528,9 @@ def test_gpu_prefill_mxfp4_fast_path_is_exact_at_its_bounds(scale, block_m):
     value, 0.5 * 2^-23, is f16's smallest subnormal, and 2^15 (e = 128) is f16's largest power of two. 103 and
     129 must go to the exact path (f32 partials times gs_e8m0). Either way each column is within one bf16
     rounding of the CPU twin; a fast path past its bounds would lose the low bits (e = 103) or overflow the
-    multiplier (e = 129). Expert 0's scales are the value under test, expert 1's stay in the fast range."""
+    multiplier (e = 129). Expert 0's scales are the value under test, expert 1's stay in the fast range. On the
+    H100 / H200 the warpgroup-MMA kernel runs instead: every tile's scales span 0 there, so each takes its fast
+    form with the column's largest exponent as the offset, and the same bound must hold at these extremes."""
     x, q, bmap = _problem("mxfp4", e=2, n=72, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=13)
     q.scale[0] = scale
     qd = _to(q, "cuda")
@@ -448,6 +543,45 @@ def test_gpu_prefill_mxfp4_fast_path_is_exact_at_its_bounds(scale, block_m):
         assert quant.max_rel_error(out[:70, col], cpu[:70, col]) <= bound, col
         assert quant.max_rel_error(out[70:, col], cpu[70:, col]) <= bound, col
     assert torch.equal(out[103:], torch.zeros(2, 72))
+
+
+# The prefill tests the plain-sm_90 build reruns (test_gpu_plain_sm90_build_runs_the_mma_sync_prefill_kernels).
+_TILE_KERNEL_TESTS = (
+    "(accuracy_and_determinism and (64 or 128)) or block_scale or fast_and_exact or exact_at_its_bounds "
+    "or (e8m0_0_and_255 and (64 or 128)) or (scales_x_rows and (64 or 128))"
+)
+
+
+@pytest.mark.gpu
+@pytest.mark.slow
+def test_gpu_plain_sm90_build_runs_the_mma_sync_prefill_kernels():
+    """On the H100 / H200 the default sm_90a build sends every prefill slot to a warpgroup-MMA kernel, so the
+    mma.sync tile kernel that A100-class GPUs run would go untested here. A child pytest builds the module for
+    plain sm_90 (GRAPHSAFE_ARCH, a separate build-cache entry) and reruns this file's prefill tests on it: the
+    launcher takes the tile kernels there, and the wgmma kernels' bodies trap in that build, so a pass means the
+    tile kernels computed every output."""
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(
+            "elsewhere the default build already targets the mma.sync kernels (compute capability != 9.0)"
+        )
+    env = dict(os.environ, GRAPHSAFE_ARCH="sm_90")
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        __file__,
+        "-m",
+        "gpu",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-k",
+        _TILE_KERNEL_TESTS,
+    ]
+    child = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", child.stdout)
+    assert passed and int(passed.group(1)) >= 30, child.stdout[-2000:]  # 33 selected when written
 
 
 @pytest.mark.gpu

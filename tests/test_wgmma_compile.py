@@ -1,12 +1,13 @@
-"""The MoE GEMM's bf16 and MXFP8 prefill on the H100 / H200: the sm_90a build holds warpgroup MMAs (wgmma).
+"""The MoE GEMM's prefill on the H100 / H200: the sm_90a build holds warpgroup MMAs (wgmma).
 
 Method: nvcc compiles kernels/moe_gemm/moe_gemm.prefill.hip (the translation unit holding the prefill launcher
 and its kernels) to PTX for sm_90a with -DGS_SM90A=1, as harness/native/build.py builds it on compute
 capability 9.0, and the test counts wgmma.mma_async instructions per kernel entry. Expected: every
 instantiation the launcher makes of gs_moe_gemm_wgmma_kernel (bf16: 128- and 64-row forms) and
-gs_moe_gemm_wgmma_mx8_kernel (MXFP8: the fast and the rest form at 128 and 64 rows of x) holds them, and the mma.sync tile kernel (gs_moe_gemm_prefill_kernel) holds none. Negative control: the same
-source for plain sm_90 (no arch-specific features) instantiates the wgmma kernels with trapping bodies, and
-the same detector reports no wgmma there.
+gs_moe_gemm_wgmma_q_kernel (MXFP8 and MXFP4: the fast and the rest form at 128 and 64 rows of x; block-FP8: its
+one form at both) holds them, and the launcher instantiates no mma.sync tile kernel (gs_moe_gemm_prefill_kernel).
+Negative control: the same source for plain sm_90 (no arch-specific features) instantiates the wgmma kernels
+with trapping bodies, and the same detector reports no wgmma there.
 Whether the kernel computes the right numbers is checked on the H200 (tests/test_moe_gemm_ops.py, GPU tests).
 Skipped without nvcc.
 """
@@ -24,6 +25,9 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = REPO / "kernels" / "moe_gemm" / "moe_gemm.prefill.hip"
+
+# bf16 2 forms; MXFP8 and MXFP4 a fast and a rest form at 128 and 64 rows of x each (8); block-FP8 2 forms.
+LAUNCHED_WGMMA_KERNELS = 12
 
 pytestmark = [
     pytest.mark.slow,
@@ -62,16 +66,18 @@ def _by_kernel(counts: dict[str, int], name: str) -> dict[str, int]:
 def test_sm90a_prefill_kernels_use_warpgroup_mma() -> None:
     counts = wgmma_per_kernel(ptx("sm_90a"))
     wgmma = _by_kernel(counts, "gs_moe_gemm_wgmma_")
-    assert len(wgmma) == 6, (
-        f"expected the launcher's bf16 forms and MXFP8 pairs (fast, rest) at 128 and 64 rows, got {sorted(wgmma)}"
+    assert len(wgmma) == LAUNCHED_WGMMA_KERNELS, (
+        f"expected the launcher's bf16 forms, MXFP8 and MXFP4 pairs (fast, rest) and block-FP8 forms at 128 and 64 "
+        f"rows, got {sorted(wgmma)}"
     )
     assert all(n > 0 for n in wgmma.values()), wgmma
-    tiles = _by_kernel(counts, "gs_moe_gemm_prefill_kernel")
-    assert tiles and not any(tiles.values()), "the mma.sync tile kernel holds no warpgroup MMA"
+    assert not _by_kernel(counts, "gs_moe_gemm_prefill_kernel"), (
+        "the sm_90a launcher takes no mma.sync tile kernel"
+    )
 
 
 def test_negative_control_sm90_without_arch_features_is_caught() -> None:
     """Plain sm_90 lacks wgmma: the kernels are still instantiated (their bodies trap); the detector reports 0."""
     wgmma = _by_kernel(wgmma_per_kernel(ptx("sm_90")), "gs_moe_gemm_wgmma_")
-    assert len(wgmma) == 6, f"the kernels are still instantiated, got {sorted(wgmma)}"
+    assert len(wgmma) == LAUNCHED_WGMMA_KERNELS, f"the kernels are still instantiated, got {sorted(wgmma)}"
     assert not any(wgmma.values()), wgmma

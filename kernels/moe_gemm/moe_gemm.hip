@@ -31,8 +31,8 @@
 //   0.87 of copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4; MXFP4 from
 //   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
 //   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
-//   (H100 / H200) bf16 and MXFP8 prefill slots take the warpgroup-MMA kernels gs_moe_gemm_wgmma_kernel and
-//   gs_moe_gemm_wgmma_mx8_kernel instead. All are deterministic but accumulate in the tensor core's own order:
+//   (H100 / H200) every prefill slot takes a warpgroup-MMA kernel instead: gs_moe_gemm_wgmma_kernel for bf16,
+//   gs_moe_gemm_wgmma_q_kernel for MXFP8, MXFP4 and block-FP8. All are deterministic but accumulate in the tensor core's own order:
 //   within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says
 //   which family ran ("tensor_core" or "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
@@ -176,7 +176,7 @@ struct GsMoeArgs {
   // power of two per row that undoes it, written by gs_moe_prepare_rows into the caller's workspace.
   uint16_t* xh = nullptr;
   float* x_rs = nullptr;
-  // gs_moe_prepare_rows writes xh in gs_moe_gemm_wgmma_mx8_kernel's K order within each 32-element chunk.
+  // gs_moe_prepare_rows writes xh in gs_moe_gemm_wgmma_q_kernel's K order within each 32-element chunk.
   int xh_wgmma = 0;
 };
 
@@ -1645,7 +1645,7 @@ __global__ void __launch_bounds__(GsPf<FMT, MW, U, S>::kThreads, 2 / MW) gs_moe_
 // runs; 64-row slots 0.67-0.70 ms (the weights are staged once per 64 rows).
 // A form that converted MXFP8 weights per stage into bf16 in shared memory (with the E8M0 scale) measured no
 // faster than the mma.sync kernel (0.997-1.127 against 1.028 ms at DSv3-prefill) and latency-bound under Nsight
-// Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_mx8_kernel below instead.
+// Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_q_kernel below instead.
 constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
 // The launcher's forms. 128-row slots: 256 columns, 4 stages (193 KB): 0.510 / 0.535 ms at DSv3-prefill against
 // 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against
@@ -1833,6 +1833,12 @@ __device__ __forceinline__ void gs_wgmma_pin(float (&d)[N]) {
 #pragma unroll
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
+// The same for a stage's register-A fragments ([chunk][k16 step][register]): every instruction writing them stays
+// before this point, so none lands between the MMAs that read them.
+__device__ __forceinline__ void gs_wgmma_pin_a(uint32_t (&f)[2][2][4]) {
+#pragma unroll
+  for (int i = 0; i < 16; ++i) asm volatile("" : "+r"(f[i / 8][(i / 4) % 2][i % 4])::"memory");
+}
 #endif
 
 template <int BN, int S, int BM = 128, int MINB = 1>
@@ -1943,105 +1949,142 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 #endif
 }
 
-// ------------------------------------- warpgroup-MMA prefill kernel for MXFP8, weights from registers (sm_90a)
-// MXFP8 slots of more than 16 rows in sm_90a builds. The operands swap (the ring kernel's XS form): a CTA's 128
-// weight columns are the MMAs' M (64 per warpgroup) and its TM rows of x their N, so out^T = W^T x^T. Each
-// thread reads its two columns' e4m3 bytes (8 per column and chunk) from shared memory and converts them with
-// the hardware e4m3x2 -> f16x2 conversion (exact, NaN kept) straight into wgmma's A registers; x is
+// ----------------- warpgroup-MMA prefill kernel for MXFP8, MXFP4 and block-FP8, weights from registers (sm_90a)
+// Quantized-weight slots of more than 16 rows in sm_90a builds. The operands swap (the ring kernel's XS form): a
+// CTA's 128 weight columns are the MMAs' M (64 per warpgroup) and its TM rows of x their N, so out^T = W^T x^T.
+// Each thread reads its two columns' bytes of a 32-K chunk from shared memory (8 e4m3 bytes, or 4 bytes of e2m1
+// pairs, per column) and decodes them straight into wgmma's A registers: e4m3 with the hardware e4m3x2 -> f16x2
+// conversion, e2m1 with gs_e2m1x8_to_f16x2_mul's byte arithmetic (both exact, NaN kept). x is
 // gs_moe_prepare_rows' row-scaled f16 (the ring kernel's note: products exact in f32), permuted within each
-// 32-element chunk (xh_wgmma) so that a thread's 8 consecutive weight bytes are its A fragments' K positions
-// (PTX ISA, wgmma .m64nNk16 A fragments: row g takes K 2t, 2t+1, 2t+8, 2t+9 of each k16 step; raw byte 8t + j
-// of a chunk meets x's element at position 2t, 2t+1, 2t+8, 2t+9, 16+2t, 17+2t, 24+2t, 25+2t for j = 0..7).
-// Two forms (kWx8Exact's note): the exact one runs each 32-K chunk's two MMAs from zero into an f32 partial and
-// adds it times its columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included), as the twin forms it; the
-// fast one multiplies the scale into the f16 weights (exactly, for tiles whose scales span a narrow window) and
-// lets every MMA of a stage accumulate in place.
+// 32-element chunk (xh_wgmma) so that a thread's 8 consecutive decoded weights are its A fragments' K positions
+// (PTX ISA, wgmma .m64nNk16 A fragments: row g takes K 2t, 2t+1, 2t+8, 2t+9 of each k16 step; decoded pair i of
+// the 8 weights 8t.. of a chunk meets x's pair t + 4 i; for MXFP4 prepare_rows first puts x in the e2m1
+// decode's pair order, elements (0, 2), (1, 3), (4, 6), (5, 7)).
+// Forms (kWqExact's note). MX formats: the exact one runs each 32-K chunk's two MMAs from zero into an f32
+// partial and adds it times its columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included), as the twin
+// forms it; the fast one multiplies the scale into the f16 weights (exactly, for tiles whose scales span a narrow
+// window) and lets every MMA of a stage accumulate in place. Block-FP8 has one form: a 128-K block's 8 MMAs
+// accumulate into an f32 partial that is added times the CTA's one f32 scale of that block (the 128-column tile
+// is one scale block wide).
 // x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
-// gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the 8-byte A reads of a half-warp
-// (4 columns) hit distinct banks.
+// gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the A reads of a warp hit distinct
+// banks.
 // Measured on the H200 (bench/moe_gemm_variants.cu; reports/measurements/h200-2026-12-02-session10, calls F-H),
 // against the mma.sync tile kernel's launcher form in the same run (1.019-1.030 ms at DSv3-prefill, 0.0424-0.0429
-// at small-K-MoE): DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723 at 4,
-// 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
+// at small-K-MoE), MXFP8: DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723
+// at 4, 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
 // kernel); in 64-row slots, 64 rows, 2 CTAs per SM, fast 0.797-0.837 at 4 stages (0.870-0.944 at 6), exact
 // 0.928-0.947. The launcher's pair (fast, then the rest) 0.755 at 128 rows (0.703 for the fast form alone) and
 // 0.851 at 64 (call H). small-K-MoE (64-row slots): fast 0.0282, exact 0.0291-0.0296.
-constexpr int kWx8Cols = 128;  // weight columns per CTA: 64 per warpgroup
-// Forms: kWx8Exact (every CTA; each chunk's f32 partial times its scale), kWx8Fast (only CTAs whose every column's
-// E8M0 bytes, 255 aside, span at most kWx8Window: the scale goes into the f16 weights and every MMA accumulates
-// in place) and kWx8Rest (only the other CTAs, exactly): the launcher runs kWx8Fast then kWx8Rest.
-// Fast form, per column: c = (largest e) - kWx8Top; A = w 2^(e - c) with e - c in -14..7 is an exact normal-range
-// f16 multiple of an e4m3 value (448 * 2^7 = 57344 < 65504; the lowest e4m3 bit 2^-9 times 2^-14 is 2^-23, at or
-// above f16's 2^-24), its products with the f16 x are exact in f32, and the epilogue multiplies by 2^(c - 127).
-constexpr int kWx8Exact = 0, kWx8Fast = 1, kWx8Rest = 2;
-constexpr int kWx8Top = 7;
-constexpr int kWx8Window = 21;
-constexpr int kWx8Stages = 5;  // the launcher's stages at 128 rows of x (126 KB)
-constexpr int kWx8Stages64 = 4;  // and at 64 rows, 2 CTAs per SM (69 KB each)
-constexpr int kWx8MinBlocks64 = 2;
+constexpr int kWqCols = 128;  // weight columns per CTA: 64 per warpgroup (and block-FP8's scale block)
+// Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
+// kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
+// scale goes into the f16 weights and every MMA accumulates in place) and kWqRest (only the other CTAs,
+// exactly): the launcher runs kWqFast then kWqRest for MXFP8 and MXFP4.
+// Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
+// f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
+// multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
+// e4m3 bit 2^-9 times 2^-14 is 2^-23, at or above f16's 2^-24), the multiplier 2^(e - c) a normal f16. e2m1
+// (decoded to value * 2^-14, gs_e2m1x8_to_f16x2_mul's note): e - c in -23..1 (6 * 2^1 = 12; 0.5 * 2^-23 is f16's
+// smallest subnormal, and e2m1 values have 2 significant bits), the multiplier 2^(e - c + 14) a normal f16
+// (exponent field 6..30). tests/test_moe_gemm_ops.py reads these four numbers and proves both windows exact.
+constexpr int kWqExact = 0, kWqFast = 1, kWqRest = 2;
+constexpr int kWqTopE4m3 = 7;
+constexpr int kWqWindowE4m3 = 21;
+constexpr int kWqTopE2m1 = 1;
+constexpr int kWqWindowE2m1 = 24;
+// The launcher's forms, measured at DSv3-prefill (bench/moe_gemm_variants.cu, reports/measurements/
+// h200-2026-12-02-session11, call A): at 128 rows of x, MX formats 5 stages (126 KB with e4m3; MXFP8 fast form
+// 0.682 ms against 0.685 at 6, MXFP4 0.753 against 0.747), block-FP8 6 (0.592 against 0.618 at 4); at 64 rows
+// 4 stages, 2 CTAs per SM (69 KB each with e4m3; block-FP8 0.656 ms against 0.647 at 6 stages and 0.933 at 4
+// stages with 1 CTA per SM; small-K-MoE 0.0231 against 0.0236).
+constexpr int kWqStages = 5;
+constexpr int kWqStagesBlock = 6;
+constexpr int kWqStages64 = 4;
+constexpr int kWqMinBlocks64 = 2;
 
-template <int TM, int S>
-struct GsWx8 {
+template <int FMT, int TM, int S>
+struct GsWq {
+  static constexpr bool kE2m1 = FMT == GS_FMT_MXFP4, kBlock = FMT == GS_FMT_BLOCK_FP8;
   static constexpr int kThreads = 256;
-  static constexpr int kXBytes = TM * 128;        // TM rows of f16 x, 64 K each (the MMAs' B)
-  static constexpr int kWBytes = kWx8Cols * 64;   // 128 columns of e4m3, 64 K each
-  static constexpr int kSBytes = kWx8Cols * 4;    // each column's E8M0 word of the stage's group of 4 chunks
+  static constexpr int kColBytes = kE2m1 ? 32 : 64;    // one weight column's bytes of a 64-K stage
+  static constexpr int kXBytes = TM * 128;             // TM rows of f16 x, 64 K each (the MMAs' B)
+  static constexpr int kWBytes = kWqCols * kColBytes;  // 128 columns of weights, 64 K each
+  // The stage's scales: MX formats each column's E8M0 word of the stage's group of 4 chunks, block-FP8 the CTA's
+  // f32 of the stage's 128-K block.
+  static constexpr int kSBytes = kBlock ? 16 : kWqCols * 4;
   static constexpr int kStageBytes = (kXBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;  // swizzle atoms aligned
   static constexpr int kSmem = S * kStageBytes + 1024;
+  static constexpr int kTop = kE2m1 ? kWqTopE2m1 : kWqTopE4m3, kWindow = kE2m1 ? kWqWindowE2m1 : kWqWindowE4m3;
+  static constexpr uint32_t kUnit = kE2m1 ? 0x7400u : 0x3C00u;  // f16 multiplier of the weights when unscaled
+  static_assert(FMT == GS_FMT_MXFP8 || FMT == GS_FMT_MXFP4 || FMT == GS_FMT_BLOCK_FP8, "quantized formats only");
   static_assert(TM == 64 || TM == 128, "rows of x per CTA (the MMAs' N): 64 or 128");
   static_assert(S >= 3, "one stage in the MMAs, one being waited for, at least one in flight");
   static_assert(kSmem <= 227 * 1024, "shared memory a CTA can opt into");
-  // Byte offset of 16-byte piece p of weight column c: columns c and c + 2 share banks, so odd pairs swap halves.
-  GS_HD static constexpr int wpiece(int c, int p) { return c * 64 + ((p ^ (((c >> 1) & 1) << 1)) * 16); }
+  // Byte offset of 16-byte piece p of weight column c. e4m3 (4 pieces, 8-byte reads): columns c and c + 2 share
+  // banks, so odd pairs swap halves. e2m1 (2 pieces, 4-byte reads): columns c and c + 4 share banks, so every
+  // other group of 4 columns swaps its pieces.
+  GS_HD static constexpr int wpiece(int c, int p) {
+    return kE2m1 ? c * 32 + ((p ^ ((c >> 2) & 1)) * 16) : c * 64 + ((p ^ (((c >> 1) & 1) << 1)) * 16);
+  }
 };
 
-template <int TM, int S, int MINB = 1, int MODE = kWx8Exact>
-__global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeArgs a) {
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
+__global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArgs a) {
 #if defined(GS_WGMMA_DEVICE)
-  using P = GsWx8<TM, S>;
-  __shared__ int col_shift[kWx8Cols];  // the fast form's c per column (kWx8Window's note)
+  using P = GsWq<FMT, TM, S>;
+  constexpr bool kE2m1 = P::kE2m1, kBlock = P::kBlock;
+  constexpr bool kInPlace = MODE == kWqFast || kBlock;  // every MMA of a stage accumulates without a wait between
+  static_assert(!kBlock || MODE == kWqExact, "block-FP8 has one form");
+  __shared__ int col_shift[kWqCols];  // the fast form's c per column (kWqTopE4m3's note)
   constexpr int kXPer = TM / 32;  // x pieces each thread copies per stage (TM rows x 8 pieces)
-  extern __shared__ __align__(16) uint8_t gs_wx8_smem_raw[];
-  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wx8_smem_raw));
-  uint8_t* const ring = gs_wx8_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
+  constexpr int kWPer = kE2m1 ? 1 : 2;  // weight pieces each thread copies per stage
+  extern __shared__ __align__(16) uint8_t gs_wq_smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wq_smem_raw));
+  uint8_t* const ring = gs_wq_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
   const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kWx8Cols;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kWqCols;
   const int64_t nkt = (a.K + kWgK - 1) / kWgK, nchunks = a.K / kChunk;
-  // Issue side. x: piece pc of rows pr + 32 j, swizzled. Weights: piece qc of columns qr and qr + 64. Scales:
-  // thread tid < 128 copies column tid's word.
-  const int pr = tid / 8, pc = tid % 8, qr = tid / 4, qc = tid % 4;
+  // Issue side. x: piece pc of rows pr + 32 j, swizzled. Weights: e4m3 piece wp of columns tid / 4 and
+  // tid / 4 + 64, e2m1 piece wp of column tid / 2 (wp 0 holds K 0..31 of the stage, 1 K 32..63). Scales: MX
+  // formats thread tid < 128 copies column tid's word, block-FP8 thread 0 the CTA's f32.
+  const int pr = tid / 8, pc = tid % 8;
   const int xdst = pr * 128 + ((pc ^ (pr & 7)) * 16);
-  const uint8_t* wsrc[2];
-  bool win[2];
+  const int wcol[2] = {kE2m1 ? tid / 2 : tid / 4, tid / 4 + 64}, wp = kE2m1 ? tid % 2 : tid % 4;
+  const int64_t wk_piece = kE2m1 ? 32 : 16;  // K per weight piece
+  const uint8_t* wsrc[kWPer];
+  bool win[kWPer];
 #pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int64_t n = col0 + qr + 64 * j;
+  for (int j = 0; j < kWPer; ++j) {
+    const int64_t n = col0 + wcol[j];
     win[j] = n < a.N;
-    wsrc[j] = a.w + expert * a.w_se + (win[j] ? n : 0) * a.w_sn + qc * 16;
+    wsrc[j] = a.w + expert * a.w_se + (win[j] ? n : 0) * a.w_sn + wp * 16;
   }
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
-  if (tid < kWx8Cols) {
+  if (!kBlock && tid < kWqCols) {
     const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;  // clamp: never stored
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
     vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
   }
-  if constexpr (MODE != kWx8Exact) {
-    // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit kWx8Window.
+  const float* const bsrc =
+      kBlock ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + (col0 / kWqCols) * a.s_sn : nullptr;
+  if constexpr (MODE != kWqExact) {
+    // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit the window.
     int fits = 1;
-    if (tid < kWx8Cols) {
+    if (tid < kWqCols) {
       unsigned lo = 255u, hi = 0u;
       auto see = [&](unsigned e) {
         if (e != 255u) lo = e < lo ? e : lo, hi = e > hi ? e : hi;
       };
       int64_t q = 0;
-      // 4 bytes per load and several in flight: with byte loads the pair took 0.790 ms at DSv3-prefill against
-      // 0.719 for the fast form alone (reports/measurements/h200-2026-12-02-session10/call_g).
+      // 4 bytes per load and several in flight: with byte loads the MXFP8 pair took 0.790 ms at DSv3-prefill
+      // against 0.719 for the fast form alone (reports/measurements/h200-2026-12-02-session10/call_g).
       if (vec_s) {
 #pragma unroll 8
         for (; q + 4 <= nchunks; q += 4) {
@@ -2050,32 +2093,51 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
         }
       }
       for (; q < nchunks; ++q) see(ssrc[q * a.s_sk]);
-      fits = lo == 255u || hi - lo <= static_cast<unsigned>(kWx8Window);
-      col_shift[tid] = lo == 255u ? 127 : static_cast<int>(hi) - kWx8Top;
+      fits = lo == 255u || hi - lo <= static_cast<unsigned>(P::kWindow);
+      col_shift[tid] = lo == 255u ? 127 : static_cast<int>(hi) - P::kTop;
     }
     const bool fast = __syncthreads_and(fits) != 0;
-    if (fast != (MODE == kWx8Fast)) return;  // block-uniform: the other launch of the pair takes this CTA
+    if (fast != (MODE == kWqFast)) return;  // block-uniform: the other launch of the pair takes this CTA
   }
-  // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc
-  // it reads their bytes cc * 32 + 8 t .. + 7 (16-byte piece 2 cc + t / 2, half t % 2).
+  // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc it
+  // reads their bytes of K cc * 32 + 8 t .. + 7 (e4m3: 8 bytes, half t % 2 of piece 2 cc + t / 2; e2m1: 4 bytes,
+  // word t of piece cc).
   const int c0 = 64 * wg + 16 * warp + g;
-  const int shift[2] = {MODE == kWx8Fast ? col_shift[c0] : 0, MODE == kWx8Fast ? col_shift[c0 + 8] : 0};
+  const int shift[2] = {MODE == kWqFast ? col_shift[c0] : 0, MODE == kWqFast ? col_shift[c0 + 8] : 0};
   int woff[2][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int cc = 0; cc < 2; ++cc) woff[h][cc] = P::kXBytes + P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8;
-  // A fragments of chunk cc of stage st, f[k16 step][register]: raw bytes (0, 1) -> K 2t, 2t + 1 of step 0
-  // (register 0 for column c0, 1 for c0 + 8), (2, 3) -> 2t + 8, 2t + 9 (registers 2, 3), (4..7) likewise for
-  // step 1.
-  auto afrag = [&](const uint8_t* st, int cc, uint32_t(&f)[2][4]) {
-    const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
-    const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
-    f[0][0] = gs_e4m3x2_to_f16x2(r0.x), f[0][1] = gs_e4m3x2_to_f16x2(r1.x);
-    f[0][2] = gs_e4m3x2_to_f16x2(r0.x >> 16), f[0][3] = gs_e4m3x2_to_f16x2(r1.x >> 16);
-    f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
-    f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
+    for (int cc = 0; cc < 2; ++cc)
+      woff[h][cc] = P::kXBytes + (kE2m1 ? P::wpiece(c0 + 8 * h, cc) + 4 * t
+                                        : P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8);
+  // A fragments of chunk cc of stage st, f[k16 step][register] (register r: column c0 + 8 (r % 2)), each weight
+  // times its column's f16 multiplier m[r % 2] (e4m3 only where the form scales, MODE kWqFast). e4m3 raw bytes
+  // (0, 1) -> K 2t, 2t + 1 of step 0, (2, 3) -> 2t + 8, 2t + 9, (4..7) likewise for step 1; e2m1 decoded pair i
+  // (gs_e2m1x8_to_f16x2_mul) -> x's pair t + 4 i, the same four positions.
+  auto afrag = [&](const uint8_t* st, int cc, const uint32_t(&m)[2], uint32_t(&f)[2][4]) {
+    if constexpr (kE2m1) {
+      uint32_t h[2][4];
+#pragma unroll
+      for (int c = 0; c < 2; ++c) gs_e2m1x8_to_f16x2_mul(*reinterpret_cast<const uint32_t*>(st + woff[c][cc]), m[c], h[c]);
+      f[0][0] = h[0][0], f[0][1] = h[1][0], f[0][2] = h[0][1], f[0][3] = h[1][1];
+      f[1][0] = h[0][2], f[1][1] = h[1][2], f[1][2] = h[0][3], f[1][3] = h[1][3];
+    } else {
+      const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+      const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+      f[0][0] = gs_e4m3x2_to_f16x2(r0.x), f[0][1] = gs_e4m3x2_to_f16x2(r1.x);
+      f[0][2] = gs_e4m3x2_to_f16x2(r0.x >> 16), f[0][3] = gs_e4m3x2_to_f16x2(r1.x >> 16);
+      f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
+      f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
+      if constexpr (MODE == kWqFast) {
+#pragma unroll
+        for (int k16 = 0; k16 < 2; ++k16)
+#pragma unroll
+          for (int r = 0; r < 4; ++r) f[k16][r] = gs_hmul2_bits(f[k16][r], m[r % 2]);
+      }
+    }
   };
+  constexpr uint32_t unit[2] = {P::kUnit | (P::kUnit << 16), P::kUnit | (P::kUnit << 16)};
   for (int64_t rg = 0; rg < rows; rg += TM) {
     const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
     const uint16_t* xrow[kXPer];
@@ -2089,16 +2151,21 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
     auto issue = [&](int64_t kt, int sl) {
       uint8_t* base = ring + sl * P::kStageBytes;
       const int64_t k = kt * kWgK;
-      const bool xk = k + pc * 8 < a.K, wk = k + qc * 16 < a.K;  // K is a multiple of 32
+      const bool xk = k + pc * 8 < a.K;  // K is a multiple of 32
 #pragma unroll
       for (int j = 0; j < kXPer; ++j)
         gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
-        gs_cp_async16(base + P::kXBytes + P::wpiece(qr + 64 * j, qc), wk && win[j] ? wsrc[j] + k : a.w, wk && win[j]);
-      if (tid < kWx8Cols) {
+      for (int j = 0; j < kWPer; ++j) {
+        const bool ok = win[j] && k + wp * wk_piece < a.K;
+        gs_cp_async16(base + P::kXBytes + P::wpiece(wcol[j], wp), ok ? wsrc[j] + (kE2m1 ? k / 2 : k) : a.w, ok);
+      }
+      uint8_t* sd = base + P::kXBytes + P::kWBytes;
+      if constexpr (kBlock) {
+        if (tid == 0) gs_cp_async4(sd, bsrc + (kt / 2) * a.s_sk);  // the stage's 128-K block (2 stages per block)
+      } else if (tid < kWqCols) {
         const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
-        uint8_t* sd = base + P::kXBytes + P::kWBytes + tid * 4;
+        sd += tid * 4;
         if (vec_s && 4 * q + 4 <= nchunks) {
           gs_cp_async4(sd, ssrc + 4 * q);
         } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
@@ -2114,6 +2181,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
     for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
     gs_wgmma_pin(part);
     gs_wgmma_pin(acc);
+    float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
       if (s < nkt) issue(s, s);
@@ -2128,43 +2196,67 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
       gs_cp_async_commit();  // possibly empty: keeps the group count per stage
       const uint8_t* st = ring + sl * P::kStageBytes;
       const uint32_t xs = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
-      const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + c0 * 4),
-                              *reinterpret_cast<const uint32_t*>(st + P::kXBytes + P::kWBytes + (c0 + 8) * 4)};
-      if constexpr (MODE == kWx8Fast) {
-        // The stage's 4 MMAs accumulate straight into acc with A = w 2^(e - c): wait for the previous stage's
-        // MMAs (they read the A registers rewritten here), then issue these without waiting.
+      const uint8_t* const ss = st + P::kXBytes + P::kWBytes;
+      if constexpr (kInPlace) {
+        // The stage's 4 MMAs accumulate in place (the fast form into acc with the scale in the weights,
+        // block-FP8 into its block's partial): wait for the previous stage's MMAs (they read the A registers
+        // rewritten here, and block-FP8 reads the finished partial at a block's first stage), then issue these
+        // without waiting. Two sets of A registers, so that one stage's MMAs run over the next stage's
+        // conversion, measured wrong or serialized: ptxas either serializes every wgmma (its C7513 note, "non
+        // wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage")
+        // or, where MMAs stayed in flight across a branch, let them through with wrong sums (H200,
+        // reports/measurements/h200-2026-12-02-session11, call A).
         gs_wgmma_wait<0>();
+        const bool block_start = kt % 2 == 0;
         uint32_t f[2][2][4];  // [chunk][k16 step][register]
+        if constexpr (kBlock) {
+          if (block_start && kt > 0) {
+            gs_wgmma_pin(part);
+#pragma unroll
+            for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
+          }
+          block_scale = *reinterpret_cast<const float*>(ss);
+        }
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
-          const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
-          const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, multiplier 1
-          uint32_t m[2];
+          uint32_t m[2] = {unit[0], unit[1]};
+          if constexpr (MODE == kWqFast) {
+            const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
+                                    *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
+            const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
+            const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, the unit multiplier
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
-            // f16 2^(e - c), e - c in -14..7 (a normal f16, exponent field e - c + 15); NaN for e = 255.
-            const uint32_t bits = !in ? 0x3C00u : e == 255 ? 0x7E00u : static_cast<uint32_t>(e - shift[h] + 15) << 10;
-            m[h] = bits | (bits << 16);
+            for (int h = 0; h < 2; ++h) {
+              const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
+              // f16 2^(e - c) (e4m3) or 2^(e - c + 14) (e2m1), a normal f16 in the window; NaN for e = 255.
+              const uint32_t bits = !in        ? P::kUnit
+                                    : e == 255 ? 0x7E00u
+                                               : static_cast<uint32_t>(e - shift[h] + 15 + (kE2m1 ? 14 : 0)) << 10;
+              m[h] = bits | (bits << 16);
+            }
           }
-          afrag(st, cc, f[cc]);
-#pragma unroll
-          for (int k16 = 0; k16 < 2; ++k16)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) f[cc][k16][r] = gs_hmul2_bits(f[cc][k16][r], m[r % 2]);  // column c0 + 8 (r % 2)
+          afrag(st, cc, m, f[cc]);
         }
+        gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
         const uint64_t db = gs_wgmma_desc(xs);
         gs_wgmma_fence();
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc)
 #pragma unroll
-          for (int k16 = 0; k16 < 2; ++k16) gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
+          for (int k16 = 0; k16 < 2; ++k16) {
+            if constexpr (kBlock)
+              gs_wgmma_rs_f16<TM>(part, f[cc][k16], db + 4 * cc + 2 * k16, block_start && cc == 0 && k16 == 0 ? 0 : 1);
+            else
+              gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
+          }
         gs_wgmma_commit();
       } else {
+        const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
+                                *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
 #pragma unroll
         for (int cc = 0; cc < 2; ++cc) {
           uint32_t f[2][4];
-          afrag(st, cc, f);
+          afrag(st, cc, unit, f);
           // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
           const uint64_t db = gs_wgmma_desc(xs + cc * 64);
           gs_wgmma_fence();
@@ -2183,13 +2275,18 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_mx8_kernel(GsMoeA
         }
       }
     }
-    gs_wgmma_wait<0>();  // the fast form's last stage
+    gs_wgmma_wait<0>();  // the in-place forms' last stage
+    if constexpr (kBlock) {
+      gs_wgmma_pin(part);
+#pragma unroll
+      for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
+    }
     gs_wgmma_pin(acc);
     gs_cp_async_wait<0>();
     __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
     // The fast form's acc holds sum(w 2^(e - c) x): times 2^(c - 127) per column (a power of two).
-    const float cs[2] = {MODE == kWx8Fast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
-                         MODE == kWx8Fast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
+    const float cs[2] = {MODE == kWqFast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
+                         MODE == kWqFast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
     // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
 #pragma unroll
     for (int j = 0; j < TM / 8; ++j)
@@ -2558,41 +2655,49 @@ inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
   return hipGetLastError();
 }
 
-// The MXFP8 warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB CTAs per SM.
-// Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
-template <int TM, int S, int MINB = 1, int MODE = kWx8Exact>
-inline hipError_t gs_launch_wgmma_mx8(const GsMoeArgs& a, hipStream_t stream) {
-  using P = GsWx8<TM, S>;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB, MODE>>(P::kSmem);
+// The quantized-weight warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB
+// CTAs per SM. Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
+inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream) {
+  using P = GsWq<FMT, TM, S>;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>>(P::kSmem);
   if (err != hipSuccess) return err;
-  dim3 grid(static_cast<unsigned>((a.N + kWx8Cols - 1) / kWx8Cols), static_cast<unsigned>(a.S));
-  hipLaunchKernelGGL((gs_moe_gemm_wgmma_mx8_kernel<TM, S, MINB, MODE>), grid, dim3(P::kThreads), P::kSmem, stream,
-                     a);
+  dim3 grid(static_cast<unsigned>((a.N + kWqCols - 1) / kWqCols), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>), grid, dim3(P::kThreads), P::kSmem,
+                     stream, a);
   return hipGetLastError();
 }
-// The launcher's pair: the fast form's CTAs, then the rest exactly.
-template <int TM, int S, int MINB = 1>
-inline hipError_t gs_launch_wgmma_mx8_pair(const GsMoeArgs& a, hipStream_t stream) {
-  const hipError_t err = gs_launch_wgmma_mx8<TM, S, MINB, kWx8Fast>(a, stream);
-  return err != hipSuccess ? err : gs_launch_wgmma_mx8<TM, S, MINB, kWx8Rest>(a, stream);
+// The launcher's forms: for MXFP8 and MXFP4 the fast form's CTAs, then the rest exactly; block-FP8's one form.
+template <int FMT, int TM, int S, int MINB = 1>
+inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream) {
+  if constexpr (FMT == GS_FMT_BLOCK_FP8) {
+    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact>(a, stream);
+  } else {
+    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast>(a, stream);
+    return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest>(a, stream);
+  }
 }
 
-// Larger slots (prefill): the shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of
-// block_m >= 128 (GsPf's note); bf16 and MXFP8 in sm_90a builds the warpgroup-MMA kernels (kWgN's and
-// kWx8Stages' notes). Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
+// Larger slots (prefill): in sm_90a builds the warpgroup-MMA kernels (kWgN's and kWqStages' notes), else the
+// shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of block_m >= 128 (GsPf's note).
+// Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
 hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
-  // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
-  // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
-  // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
 #if defined(GS_SM90A)
   if (a.fmt == bf16)
     return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
                           : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
-  if (a.fmt == mx8)
-    return block_m >= 128 ? gs_launch_wgmma_mx8_pair<128, kWx8Stages, 1>(a, stream)
-                          : gs_launch_wgmma_mx8_pair<64, kWx8Stages64, kWx8MinBlocks64>(a, stream);
-#endif
+#define GS_WQ(F, S128)                                                                     \
+  return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1>(a, stream)              \
+                        : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream)
+  if (a.fmt == mx8) GS_WQ(mx8, kWqStages);
+  if (a.fmt == mx4) GS_WQ(mx4, kWqStages);
+  GS_WQ(b8, kWqStagesBlock);
+#undef GS_WQ
+#else
+  // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
+  // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
+  // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
   if (block_m >= 128) {
     if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
     if (a.fmt == mx8) return gs_launch_prefill<mx8, 2, 4>(a, stream);
@@ -2603,6 +2708,7 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
   if (a.fmt == mx8) return gs_launch_prefill<mx8, 1>(a, stream);
   if (a.fmt == mx4) return gs_launch_prefill<mx4, 1>(a, stream);
   return gs_launch_prefill<b8, 1>(a, stream);
+#endif
 }
 #endif  // GS_MOE_PREFILL_UNIT
 
@@ -2634,11 +2740,11 @@ inline bool gs_moe_uses_ring(const GsMoeArgs& a, int block_m) {
 #endif
 }
 
-// Whether a warpgroup-MMA kernel takes the call: bf16 and MXFP8 prefill slots in sm_90a builds.
+// Whether a warpgroup-MMA kernel takes the call: every tensor-core prefill slot (bf16, MXFP8, MXFP4, block-FP8)
+// in sm_90a builds.
 inline bool gs_moe_uses_wgmma(const GsMoeArgs& a, int block_m) {
 #if defined(GS_SM90A)
-  return (a.fmt == GS_FMT_BF16 || a.fmt == GS_FMT_MXFP8) && gs_moe_gemm_uses_mma(a, block_m) &&
-         !gs_moe_uses_ring(a, block_m);
+  return gs_moe_gemm_uses_mma(a, block_m) && !gs_moe_uses_ring(a, block_m);
 #else
   (void)a;
   (void)block_m;
@@ -2691,7 +2797,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     GsMoeArgs pa = a;
     if (!x16) pa.xh = nullptr;
-    pa.xh_wgmma = a.fmt == GS_FMT_MXFP8 && gs_moe_uses_wgmma(a, block_m) ? 1 : 0;
+    pa.xh_wgmma = a.fmt != GS_FMT_BF16 && gs_moe_uses_wgmma(a, block_m) ? 1 : 0;
     hipLaunchKernelGGL(gs_moe_prepare_rows, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream, pa,
                        zero_unwritten && a.N > 0 ? 1 : 0);
   }
