@@ -1980,7 +1980,10 @@ constexpr int kWqCols = 128;  // weight columns per CTA: 64 per warpgroup (and b
 // Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
 // kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
 // scale goes into the f16 weights and every MMA accumulates in place) and kWqRest (only the other CTAs,
-// exactly): the launcher runs kWqFast then kWqRest for MXFP8 and MXFP4.
+// exactly): the launcher runs kWqFast then kWqRest for MXFP8 and MXFP4. One launch in which each CTA takes either
+// form measured slower where it matters most (DSv3-prefill MXFP8: 0.803 ms against the pair's 0.739, 0.690 for
+// the fast form alone; MXFP4 0.788 against 0.811; small-K-MoE 0.029 against 0.032: reports/measurements/
+// h200-2026-12-02-session11, call C), its registers the larger form's and its code both forms'.
 // Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
 // f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
 // multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
@@ -2181,7 +2184,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
     for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
     gs_wgmma_pin(part);
     gs_wgmma_pin(acc);
-    float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
+    [[maybe_unused]] float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) {
       if (s < nkt) issue(s, s);
@@ -2207,7 +2210,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
         // or, where MMAs stayed in flight across a branch, let them through with wrong sums (H200,
         // reports/measurements/h200-2026-12-02-session11, call A).
         gs_wgmma_wait<0>();
-        const bool block_start = kt % 2 == 0;
+        [[maybe_unused]] const bool block_start = kt % 2 == 0;  // block-FP8: a 128-K block begins
         uint32_t f[2][2][4];  // [chunk][k16 step][register]
         if constexpr (kBlock) {
           if (block_start && kt > 0) {
