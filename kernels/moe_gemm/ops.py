@@ -6,8 +6,9 @@ argument signature (_PLANS), so an eager call costs a key lookup, torch.empty fo
 call of 10 arguments with the signature's C++ plan (moe_gemm.hip, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
 and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the
-shared-memory ring kernel; larger: 64 x 256 shared-memory tiles per block, 128 x 256 from block_m 128), deterministic and
-within TOLERANCE of the twin but not bitwise equal
+shared-memory ring kernel; larger: on the H100 / H200 (sm_90a builds) the warpgroup-MMA kernels, elsewhere
+64 x 256 shared-memory tiles per block, 128 x 256 from block_m 128), deterministic and within TOLERANCE of the
+twin but not bitwise equal
 (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
 (moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first
 kernel writes into a workspace (`workspace_bytes` says how much; 0 on other paths) that eager calls of one
