@@ -301,15 +301,12 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     CK(cudaDeviceSynchronize());
     aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
 #define WQ(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE>(AA, 0))); }, false)
-#define WQS(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE, 1>(AA, 0))); }, false)
 #define WQF(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, MINB>(AA, 0))); }, false)
     // The launcher's forms (MX: the fast form, then the rest exactly; here every CTA's scales fit the fast form),
     // each form alone, and other tilings.
     if constexpr (FMT == GS_FMT_BLOCK_FP8) {
       WQF("wgmma_q_forms_TM128_S6_m128", 128, 6, 1, aw128);  // the launcher's at block_m >= 128
       WQF("wgmma_q_forms_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
-      WQS("wgmma_q_block_split_TM128_S6_m128", 128, 6, 1, kWqExact, aw128);  // chunk 1 converted under chunk 0's MMAs
-      WQS("wgmma_q_block_split_TM64_S4_minb2_m64", 64, 4, 2, kWqExact, aw);
       WQ("wgmma_q_block_TM128_S4_m128", 128, 4, 1, kWqExact, aw128);
       WQ("wgmma_q_block_TM128_S5_m128", 128, 5, 1, kWqExact, aw128);
       WQ("wgmma_q_block_TM128_S7_m128", 128, 7, 1, kWqExact, aw128);
@@ -318,8 +315,6 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     } else {
       WQF("wgmma_q_forms_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
       WQF("wgmma_q_forms_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
-      WQS("wgmma_q_fast_split_TM128_S5_m128", 128, 5, 1, kWqFast, aw128);  // chunk 1 converted under chunk 0's MMAs
-      WQS("wgmma_q_fast_split_TM64_S4_minb2_m64", 64, 4, 2, kWqFast, aw);
       WQ("wgmma_q_fast_TM128_S5_m128", 128, 5, 1, kWqFast, aw128);
       WQ("wgmma_q_fast_TM128_S6_m128", 128, 6, 1, kWqFast, aw128);
       WQ("wgmma_q_exact_TM128_S5_m128", 128, 5, 1, kWqExact, aw128);
@@ -328,7 +323,6 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
       WQ("wgmma_q_fast_TM64_S4_minb2_m128", 64, 4, 2, kWqFast, aw128);  // 128-row slots in 64-row CTAs
     }
 #undef WQ
-#undef WQS
 #undef WQF
     CK(cudaFree(aw.xh));
     CK(cudaFree(aw.x_rs));

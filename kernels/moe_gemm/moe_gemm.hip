@@ -2032,7 +2032,7 @@ struct GsWq {
   }
 };
 
-template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int SPLIT = 0>
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
 __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArgs a) {
 #if defined(GS_WGMMA_DEVICE)
   using P = GsWq<FMT, TM, S>;
@@ -2220,31 +2220,45 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
           }
           block_scale = *reinterpret_cast<const float*>(ss);
         }
-        // Each chunk's f16 multipliers per column (the fast form's 2^(e - c); the unit elsewhere), all formed before
-        // the first MMA: with chunk 1's formed while chunk 0's MMAs run, ptxas serializes every wgmma (C7513).
+        // The f16 multipliers of chunk cc's columns c0, c0 + 8: the fast form's 2^(e - c) (e4m3) or 2^(e - c + 14)
+        // (e2m1), a normal f16 in the window, NaN for e = 255; the unit elsewhere.
         uint32_t m[2][2] = {{unit[0], unit[1]}, {unit[0], unit[1]}};  // [chunk][column c0, c0 + 8]
-        if constexpr (MODE == kWqFast) {
-          const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
-                                  *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
-#pragma unroll
-          for (int cc = 0; cc < 2; ++cc) {
+        auto multipliers = [&](int cc) {
+          if constexpr (MODE == kWqFast) {
+            const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
+                                    *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
             const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
             const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, the unit multiplier
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
-              // f16 2^(e - c) (e4m3) or 2^(e - c + 14) (e2m1), a normal f16 in the window; NaN for e = 255.
               const uint32_t bits = !in        ? P::kUnit
                                     : e == 255 ? 0x7E00u
                                                : static_cast<uint32_t>(e - shift[h] + 15 + (kE2m1 ? 14 : 0)) << 10;
               m[cc][h] = bits | (bits << 16);
             }
           }
+        };
+        // e2m1 forms both chunks' multipliers before converting either, e4m3 each chunk's just before its
+        // conversion: at DSv3-prefill the fast forms took 0.726 ms against 0.750-0.758 the other way (MXFP4) and
+        // 0.684 against 0.761 (MXFP8) (reports/measurements/h200-2026-12-02-session11, calls B, C, F, G).
+        if constexpr (kE2m1) {
+          multipliers(0);
+          multipliers(1);
+          afrag(st, 0, m[0], f[0]);
+          afrag(st, 1, m[1], f[1]);
+        } else {
+#pragma unroll
+          for (int cc = 0; cc < 2; ++cc) {
+            multipliers(cc);
+            afrag(st, cc, m[cc], f[cc]);
+          }
         }
-        auto convert = [&](int cc) { afrag(st, cc, m[cc], f[cc]); };  // chunk cc's A fragments into f[cc]
-        // The MMAs of chunk cc (2 k16 steps, B at + cc * 64 bytes of the swizzled x rows).
+        gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
         const uint64_t db = gs_wgmma_desc(xs);
-        auto mma = [&](int cc) {
+        gs_wgmma_fence();
+#pragma unroll
+        for (int cc = 0; cc < 2; ++cc)
 #pragma unroll
           for (int k16 = 0; k16 < 2; ++k16) {
             if constexpr (kBlock)
@@ -2252,28 +2266,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
             else
               gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
           }
-        };
-        if constexpr (SPLIT) {
-          // Chunk 1's conversion runs while chunk 0's MMAs do (distinct registers, no branch between them).
-          convert(0);
-          gs_wgmma_pin_a(f);
-          gs_wgmma_fence();
-          mma(0);
-          gs_wgmma_commit();
-          convert(1);
-          gs_wgmma_pin_a(f);
-          gs_wgmma_fence();
-          mma(1);
-          gs_wgmma_commit();
-        } else {
-          convert(0);
-          convert(1);
-          gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
-          gs_wgmma_fence();
-          mma(0);
-          mma(1);
-          gs_wgmma_commit();
-        }
+        gs_wgmma_commit();
       } else {
         const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
                                 *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
@@ -2681,23 +2674,23 @@ inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
 
 // The quantized-weight warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB
 // CTAs per SM. Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
-template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int SPLIT = 0>
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
 inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream) {
   using P = GsWq<FMT, TM, S>;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, SPLIT>>(P::kSmem);
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>>(P::kSmem);
   if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + kWqCols - 1) / kWqCols), static_cast<unsigned>(a.S));
-  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, SPLIT>), grid, dim3(P::kThreads), P::kSmem,
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>), grid, dim3(P::kThreads), P::kSmem,
                      stream, a);
   return hipGetLastError();
 }
 // The launcher's forms: for MXFP8 and MXFP4 the fast form's CTAs, then the rest exactly; block-FP8's one form.
-template <int FMT, int TM, int S, int MINB = 1, int SPLIT = 0>
+template <int FMT, int TM, int S, int MINB = 1>
 inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream) {
   if constexpr (FMT == GS_FMT_BLOCK_FP8) {
-    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact, SPLIT>(a, stream);
+    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact>(a, stream);
   } else {
-    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast, SPLIT>(a, stream);
+    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast>(a, stream);
     return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest>(a, stream);
   }
 }
