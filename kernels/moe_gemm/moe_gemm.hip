@@ -257,29 +257,38 @@ bool gs_moe_gemm_capturing(uintptr_t stream);
 
 #ifndef GS_BACKEND_HOST
 // Translation units (kernels/common/native.py): the module's build compiles this file with -DGS_SPLIT_UNITS
-// beside two parts that include it: moe_gemm.prefill.hip (GS_MOE_GEMM_PART_PREFILL: the 8 prefill kernel
-// instantiations and their launcher) and moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core
-// kernel's 14 instantiations for 1- and 4-row tiles and theirs); this file keeps its 16-row tiles, the ring,
-// MFMA and row-preparation kernels, the launcher and the entry points. The three compile at the same time:
-// nvcc sm_90 takes 34 s for the whole file on the 2-core box, 13.0 / 14.3 / 11.5 s for the three shares, and
-// 7.9 s for the family on the H200 (reports/measurements/h200-2026-12-01-session5). Compiled alone
+// beside three parts that include it: moe_gemm.prefill.hip (GS_MOE_GEMM_PART_PREFILL: the prefill kernels and
+// their launcher), moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core kernel's 14 instantiations
+// for 1- and 4-row tiles) and moe_gemm.cuda_core16.hip (GS_MOE_GEMM_PART_CUDA_CORE_16: its 7 for 16-row tiles);
+// this file keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They compile at
+// the same time. nvcc sm_90a on the 2-core box, each alone: this file 23.2 s with the 16-row tiles, 9.2 / 4.2 s
+// for the small tiles / prefill (reports/measurements/h200-2026-12-02-session11, "Builds"). Compiled alone
 // (bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART_PREFILL)
 #define GS_MOE_MAIN_UNIT 0
 #define GS_MOE_PREFILL_UNIT 1
 #define GS_MOE_CUDA_CORE_UNIT 0
+#define GS_MOE_CUDA_CORE_16_UNIT 0
 #elif defined(GS_MOE_GEMM_PART_CUDA_CORE)
 #define GS_MOE_MAIN_UNIT 0
 #define GS_MOE_PREFILL_UNIT 0
 #define GS_MOE_CUDA_CORE_UNIT 1
+#define GS_MOE_CUDA_CORE_16_UNIT 0
+#elif defined(GS_MOE_GEMM_PART_CUDA_CORE_16)
+#define GS_MOE_MAIN_UNIT 0
+#define GS_MOE_PREFILL_UNIT 0
+#define GS_MOE_CUDA_CORE_UNIT 0
+#define GS_MOE_CUDA_CORE_16_UNIT 1
 #elif defined(GS_SPLIT_UNITS)
 #define GS_MOE_MAIN_UNIT 1
 #define GS_MOE_PREFILL_UNIT 0
 #define GS_MOE_CUDA_CORE_UNIT 0
+#define GS_MOE_CUDA_CORE_16_UNIT 0
 #else
 #define GS_MOE_MAIN_UNIT 1
 #define GS_MOE_PREFILL_UNIT 1
 #define GS_MOE_CUDA_CORE_UNIT 1
+#define GS_MOE_CUDA_CORE_16_UNIT 1
 #endif
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
@@ -2605,7 +2614,7 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
 
 #if GS_MOE_CUDA_CORE_UNIT
 // The CUDA-core kernel for decode slots of 1 and of up to 4 rows (14 of its 21 instantiations), in its own
-// translation unit; 16-row tiles (larger slots loop over row groups) are launched by gs_moe_gemm_launch.
+// translation unit; its 16-row tiles (larger slots loop over row groups) in the next.
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream) {
 #define GS_LAUNCH(F)                                \
@@ -2618,6 +2627,17 @@ hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, i
   return hipGetLastError();
 }
 #endif  // GS_MOE_CUDA_CORE_UNIT
+
+#if GS_MOE_CUDA_CORE_16_UNIT
+// The CUDA-core kernel's 16-row tiles (7 of its 21 instantiations: slots of more than 4 rows where no
+// tensor-core kernel runs, looping over 16-row groups), in their own translation unit.
+hipError_t gs_moe_gemm_launch_cuda_core_16(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream) {
+#define GS_LAUNCH(F) gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
+  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
+#undef GS_LAUNCH
+  return hipGetLastError();
+}
+#endif  // GS_MOE_CUDA_CORE_16_UNIT
 
 // Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: a block per kZeroRows rows, up to
 // 64 blocks (more rows loop); 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past
@@ -2789,6 +2809,7 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
 #endif
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream);
+hipError_t gs_moe_gemm_launch_cuda_core_16(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream);
 
 // `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
@@ -2861,10 +2882,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   // The CUDA-core kernel, rows per register tile by block_m: decode slots (1..16 rows) never loop; larger
   // block_m loops over 16-row groups.
   if (block_m <= 4) return gs_moe_gemm_launch_cuda_core_small(a, block_m, zero_rows, stream);
-#define GS_LAUNCH(F) gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
-  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
-#undef GS_LAUNCH
-  return hipGetLastError();
+  return gs_moe_gemm_launch_cuda_core_16(a, zero_rows, stream);
 }
 
 // The module's entry points (declared above, called by moe_gemm.bind.cpp) over the launcher.
