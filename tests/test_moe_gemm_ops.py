@@ -383,56 +383,32 @@ def test_fast_form_window_keeps_every_weight_exact_in_f16(fmt):
     assert not exact(top - window - 2)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("block_m", [64, 128])
-def test_gpu_mxfp8_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
-    """MXFP8 prefill on the H100 / H200 runs two launches: a fast form for 128-column tiles whose every column's
-    E8M0 bytes (255 aside) span at most 21 (the scale goes into the f16 weights, each column's largest
-    exponent sets its offset), then an exact form (an f32 partial per chunk times its scale) for the other
-    tiles. Here tile 0 (columns 0..127) is fast, with a NaN scale (255) in column 5's chunk 2 and a column
-    whose scales span exactly 21 (column 9: 2^-20 .. 2^1); tile 1 holds column 130 with scales spanning 22 (it
-    must take the exact form) and column 140 at 2^-118. Every column must match the CPU twin on its own, the
-    NaN column must be NaN in the rows of its expert only; a tile that neither form computes or a wrong
-    per-column offset fails it (the window's width is proved on the CPU:
-    test_mxfp8_fast_form_window_keeps_every_e4m3_weight_exact_in_f16). Elsewhere (mma.sync) the same numbers
-    come from the tile kernel."""
-    x, q, bmap = _problem("mxfp8", e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=17)
-    q.scale[0, 5, 2] = 255
-    q.scale[:, 9, :4] = 107
-    q.scale[:, 9, 4:] = 128
-    q.scale[:, 130, 0] = 100
-    q.scale[:, 130, 1:] = 122
-    q.scale[:, 140, :] = 9
-    qd = _to(q, "cuda")
-    assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
-    out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
-    cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
-    assert torch.equal(torch.isnan(out), torch.isnan(cpu))
-    assert torch.isnan(out[:70, 5]).all() and torch.isfinite(out[70:, 5]).all()
-    for col in range(256):
-        rows = slice(70, None) if col == 5 else slice(None)
-        bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
-        assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
-    assert torch.equal(out[103:], torch.zeros(2, 256))
+# Per format: the seed, column 9's E8M0 bytes (chunks 0..3, 4..7: a span of exactly the fast form's window) and
+# column 130's (chunk 0, the rest: one wider).
+_SPLIT_SCALES = {"mxfp8": (17, (107, 128), (100, 122)), "mxfp4": (19, (104, 128), (100, 125))}
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
 @pytest.mark.parametrize("block_m", [64, 128])
-def test_gpu_mxfp4_prefill_fast_and_exact_forms_split_by_column_tile(block_m):
-    """MXFP4 prefill on the H100 / H200 runs the MXFP8 pair's two forms with e2m1's window: a 128-column tile
-    whose every column's E8M0 bytes (255 aside) span at most 24 takes the fast form (the scale goes into the f16
-    weights relative to each column's largest exponent), the others the exact form. Tile 0 holds a NaN scale in
-    column 5's chunk 2 and column 9 spanning exactly 24 (2^-23 .. 2^1); tile 1 holds column 130 spanning 25 (it
-    must take the exact form) and column 140 at 2^-118. Every column must match the CPU twin on its own and the
-    NaN column must be NaN in its expert's rows only; a tile neither form computes, a wrong per-column offset or
-    a wrong e2m1 pair order fails it (the window's exactness is proved on the CPU:
-    test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile kernel computes it."""
-    x, q, bmap = _problem("mxfp4", e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=19)
+def test_gpu_mx_prefill_fast_and_exact_forms_split_by_column_tile(fmt, block_m):
+    """MXFP8 and MXFP4 prefill on the H100 / H200 run two launches: a fast form for 128-column tiles whose every
+    column's E8M0 bytes (255 aside) span at most the element type's window (kWqWindowE4m3 21, kWqWindowE2m1 24,
+    read from the source: the scale goes into the f16 weights, each column's largest exponent sets its offset),
+    then an exact form (an f32 partial per chunk times its scale) for the other tiles. Tile 0 (columns 0..127)
+    is fast, with a NaN scale (255) in column 5's chunk 2 and column 9 spanning exactly the window; tile 1 holds
+    column 130 spanning one more (it must take the exact form) and column 140 at 2^-118. Every column must match
+    the CPU twin on its own and the NaN column must be NaN in its expert's rows only; a tile neither form
+    computes, a wrong per-column offset or (MXFP4) a wrong e2m1 pair order fails it (the window's exactness is
+    proved on the CPU: test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile
+    kernel computes the same numbers."""
+    seed, col9, col130 = _SPLIT_SCALES[fmt]
+    window = _fast_form_window(fmt)[1]
+    assert col9[1] - col9[0] == window and col130[1] - col130[0] == window + 1
+    x, q, bmap = _problem(fmt, e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=seed)
     q.scale[0, 5, 2] = 255
-    q.scale[:, 9, :4] = 104
-    q.scale[:, 9, 4:] = 128
-    q.scale[:, 130, 0] = 100
-    q.scale[:, 130, 1:] = 125
+    q.scale[:, 9, :4], q.scale[:, 9, 4:] = col9
+    q.scale[:, 130, 0], q.scale[:, 130, 1:] = col130
     q.scale[:, 140, :] = 9
     qd = _to(q, "cuda")
     assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
