@@ -32,8 +32,8 @@
 //   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
 //   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
 //   (H100 / H200) every prefill slot takes a warpgroup-MMA kernel instead: gs_moe_gemm_wgmma_kernel for bf16,
-//   gs_moe_gemm_wgmma_q_kernel for MXFP8, MXFP4 and block-FP8. All are deterministic but accumulate in the tensor core's own order:
-//   within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says
+//   gs_moe_gemm_wgmma_q_kernel for MXFP8, MXFP4 and block-FP8. All are deterministic but accumulate in the
+//   tensor core's own order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says
 //   which family ran ("tensor_core" or "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
 //   (gs_moe_gemm_mfma_kernel; compiled and checked for MFMA instructions, not run: no AMD GPU here).
@@ -261,8 +261,9 @@ bool gs_moe_gemm_capturing(uintptr_t stream);
 // their launcher), moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core kernel's 14 instantiations
 // for 1- and 4-row tiles) and moe_gemm.cuda_core16.hip (GS_MOE_GEMM_PART_CUDA_CORE_16: its 7 for 16-row tiles);
 // this file keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They compile at
-// the same time. nvcc sm_90a on the 2-core box, each alone: this file 23.2 s with the 16-row tiles, 9.2 / 4.2 s
-// for the small tiles / prefill (reports/measurements/h200-2026-12-02-session11, "Builds"). Compiled alone
+// the same time. nvcc sm_90a on the 2-core box, each alone: this file 3.3 s (13.7 s while it held the 16-row
+// tiles), 10.8 / 9.2 / 4.2 s for the 16-row tiles / small tiles / prefill (reports/measurements/
+// h200-2026-12-02-session11, "Builds"). Compiled alone
 // (bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART_PREFILL)
 #define GS_MOE_MAIN_UNIT 0
@@ -1978,13 +1979,12 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 // x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
 // gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the A reads of a warp hit distinct
 // banks.
-// Measured on the H200 (bench/moe_gemm_variants.cu; reports/measurements/h200-2026-12-02-session10, calls F-H),
-// against the mma.sync tile kernel's launcher form in the same run (1.019-1.030 ms at DSv3-prefill, 0.0424-0.0429
-// at small-K-MoE), MXFP8: DSv3-prefill in 128-row slots, 128 rows of x, the fast form 0.719 ms at 5 stages (0.723
-// at 4, 0.732 at 7), the exact form 0.854-0.895 (each chunk's partial waits for its MMAs: the C7514 note in the
-// kernel); in 64-row slots, 64 rows, 2 CTAs per SM, fast 0.797-0.837 at 4 stages (0.870-0.944 at 6), exact
-// 0.928-0.947. The launcher's pair (fast, then the rest) 0.755 at 128 rows (0.703 for the fast form alone) and
-// 0.851 at 64 (call H). small-K-MoE (64-row slots): fast 0.0282, exact 0.0291-0.0296.
+// Measured on the H200 at DSv3-prefill in 128-row slots (bench/moe_gemm_variants.cu; reports/measurements/
+// h200-2026-12-02-session11, calls B, C, G), the launcher's forms against the mma.sync tile kernel's in the same
+// runs: block-FP8 0.589-0.592 ms against 1.388; MXFP4 0.779-0.781 (its fast form alone 0.726) against 2.02 with
+// the bench's scales; MXFP8 0.733-0.739 (fast form 0.680-0.690, exact form 0.81: each chunk's partial waits for
+// its MMAs, the C7514 note in the kernel) against 1.02. The variants measured and dropped are in
+// reports/measurements/moe_gemm-kernel-design.
 constexpr int kWqCols = 128;  // weight columns per CTA: 64 per warpgroup (and block-FP8's scale block)
 // Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
 // kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
@@ -2007,7 +2007,8 @@ constexpr int kWqTopE2m1 = 1;
 constexpr int kWqWindowE2m1 = 24;
 // The launcher's forms, measured at DSv3-prefill (bench/moe_gemm_variants.cu, reports/measurements/
 // h200-2026-12-02-session11, call A): at 128 rows of x, MX formats 5 stages (126 KB with e4m3; MXFP8 fast form
-// 0.682 ms against 0.685 at 6, MXFP4 0.753 against 0.747), block-FP8 6 (0.592 against 0.618 at 4); at 64 rows
+// 0.682 ms against 0.685 at 6, MXFP4 0.753 against 0.747 before it formed its multipliers first), block-FP8 6
+// (0.592 against 0.618 at 4); at 64 rows
 // 4 stages, 2 CTAs per SM (69 KB each with e4m3; block-FP8 0.656 ms against 0.647 at 6 stages and 0.933 at 4
 // stages with 1 CTA per SM; small-K-MoE 0.0231 against 0.0236).
 constexpr int kWqStages = 5;
