@@ -19,6 +19,7 @@ from kernels.moe_gemm import ops as mo
 from kernels.moe_gemm.reference import moe_gemm_reference
 
 MOE_GEMM_SOURCE = pathlib.Path(mo.FAMILY_DIR) / "moe_gemm.hip"
+REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # bf16 output: one round-to-nearest-even of an f32 sum, at most half an ulp = 2^-8 of the value; the
 # f32 accumulation order adds ~K * 2^-24 relative (K = 96: 6e-6).
@@ -528,34 +529,69 @@ _TILE_KERNEL_TESTS = (
 )
 
 
+def _built_for(build_log: pathlib.Path) -> str:
+    """The target a module was built for, from the build.log beside it (every command its build ran): "sm_90a"
+    when -DGS_SM90A=1 was passed, else nvcc's -arch value, else "unknown"."""
+    log = build_log.read_text()
+    if "-DGS_SM90A=1" in log:
+        return "sm_90a"
+    found = re.search(r"-arch=(\w+)", log)
+    return found.group(1) if found else "unknown"
+
+
+def _build_log(module) -> pathlib.Path:
+    return pathlib.Path(module.__file__).with_name("build.log")
+
+
+def test_built_for_tells_the_sm90a_build_from_plain_sm90(tmp_path):
+    """The reading test_gpu_plain_sm90_build_runs_the_mma_sync_prefill_kernels relies on, on the command lines
+    harness/native/build.py writes for each target, and on a g++ log that names no target."""
+    log = tmp_path / "build.log"
+    nvcc = (
+        "$ /usr/local/bin/nvcc -x cu -O2 -arch={} {}--fmad=false -c moe_gemm.hip -o 0-moe_gemm.o\n# 9.8 s\n"
+    )
+    log.write_text(nvcc.format("sm_90a", "-DGS_SM90A=1 "))
+    assert _built_for(log) == "sm_90a"
+    log.write_text(nvcc.format("sm_90", ""))
+    assert _built_for(log) == "sm_90"
+    log.write_text("$ /usr/bin/g++ -O2 -std=c++17 -fPIC -c moe_gemm.cpp -o 0-moe_gemm.o\n")
+    assert _built_for(log) == "unknown"
+
+
+# The child of test_gpu_plain_sm90_build_runs_the_mma_sync_prefill_kernels: names its module's build.log, then runs
+# pytest with the arguments it was given.
+_SM90_CHILD = (
+    "import pathlib, sys, pytest\n"
+    "from kernels.moe_gemm import ops\n"
+    "print('build log:', pathlib.Path(ops.gpu_module().__file__).with_name('build.log'), flush=True)\n"
+    "sys.exit(pytest.main(sys.argv[1:]))\n"
+)
+
+
 @pytest.mark.gpu
 @pytest.mark.slow
 def test_gpu_plain_sm90_build_runs_the_mma_sync_prefill_kernels():
     """On the H100 / H200 the default sm_90a build sends every prefill slot to a warpgroup-MMA kernel, so the
-    mma.sync tile kernel that A100-class GPUs run would go untested here. A child pytest builds the module for
-    plain sm_90 (GRAPHSAFE_ARCH, a separate build-cache entry) and reruns this file's prefill tests on it: the
-    launcher takes the tile kernels there, and the wgmma kernels' bodies trap in that build, so a pass means the
-    tile kernels computed every output."""
+    mma.sync tile kernel that A100-class GPUs run would go untested here. A child process builds the module for
+    plain sm_90 (GRAPHSAFE_ARCH, a separate build-cache entry), names its build.log, whose commands must show
+    that target, and reruns this file's prefill tests on it: the launcher takes the tile kernels there, and the
+    wgmma kernels' bodies trap in that build, so a pass means the tile kernels computed every output. Control:
+    the same reading of this process's default module must say sm_90a, so a child that silently built the
+    default target would be told apart (the reading itself: test_built_for_tells_the_sm90a_build_from_plain_sm90)."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip(
             "elsewhere the default build already targets the mma.sync kernels (compute capability != 9.0)"
         )
+    if os.environ.get("GRAPHSAFE_ARCH"):
+        pytest.skip("GRAPHSAFE_ARCH is set: this process is not the default build")
+    assert _built_for(_build_log(mo.gpu_module())) == "sm_90a"
     env = dict(os.environ, GRAPHSAFE_ARCH="sm_90")
-    cmd = [
-        sys.executable,
-        "-m",
-        "pytest",
-        __file__,
-        "-m",
-        "gpu",
-        "-q",
-        "-p",
-        "no:cacheprovider",
-        "-k",
-        _TILE_KERNEL_TESTS,
-    ]
-    child = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    args = [__file__, "-m", "gpu", "-q", "-p", "no:cacheprovider", "-k", _TILE_KERNEL_TESTS]
+    cmd = [sys.executable, "-c", _SM90_CHILD, *args]
+    child = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
+    named = re.search(r"^build log: (.+)$", child.stdout, re.M)
+    assert named and _built_for(pathlib.Path(named.group(1))) == "sm_90", child.stdout[:2000]
     passed = re.search(r"(\d+) passed", child.stdout)
     assert passed and int(passed.group(1)) >= 30, child.stdout[-2000:]  # 33 selected when written
 
