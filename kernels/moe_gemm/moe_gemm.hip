@@ -257,40 +257,32 @@ bool gs_moe_gemm_capturing(uintptr_t stream);
 
 #ifndef GS_BACKEND_HOST
 // Translation units (kernels/common/native.py): the module's build compiles this file with -DGS_SPLIT_UNITS
-// beside three parts that include it: moe_gemm.prefill.hip (GS_MOE_GEMM_PART_PREFILL: the prefill kernels and
-// their launcher), moe_gemm.cuda_core.hip (GS_MOE_GEMM_PART_CUDA_CORE: the CUDA-core kernel's 14 instantiations
-// for 1- and 4-row tiles) and moe_gemm.cuda_core16.hip (GS_MOE_GEMM_PART_CUDA_CORE_16: its 7 for 16-row tiles);
-// this file keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They compile at
-// the same time. nvcc sm_90a on the 2-core box, each alone: this file 3.3 s (13.7 s while it held the 16-row
-// tiles), 10.8 / 9.2 / 4.2 s for the 16-row tiles / small tiles / prefill (reports/measurements/
-// h200-2026-12-02-session11, "Builds"). Compiled alone
-// (bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
-#if defined(GS_MOE_GEMM_PART_PREFILL)
-#define GS_MOE_MAIN_UNIT 0
-#define GS_MOE_PREFILL_UNIT 1
-#define GS_MOE_CUDA_CORE_UNIT 0
-#define GS_MOE_CUDA_CORE_16_UNIT 0
-#elif defined(GS_MOE_GEMM_PART_CUDA_CORE)
-#define GS_MOE_MAIN_UNIT 0
-#define GS_MOE_PREFILL_UNIT 0
-#define GS_MOE_CUDA_CORE_UNIT 1
-#define GS_MOE_CUDA_CORE_16_UNIT 0
-#elif defined(GS_MOE_GEMM_PART_CUDA_CORE_16)
-#define GS_MOE_MAIN_UNIT 0
-#define GS_MOE_PREFILL_UNIT 0
-#define GS_MOE_CUDA_CORE_UNIT 0
-#define GS_MOE_CUDA_CORE_16_UNIT 1
-#elif defined(GS_SPLIT_UNITS)
-#define GS_MOE_MAIN_UNIT 1
-#define GS_MOE_PREFILL_UNIT 0
-#define GS_MOE_CUDA_CORE_UNIT 0
-#define GS_MOE_CUDA_CORE_16_UNIT 0
-#else
-#define GS_MOE_MAIN_UNIT 1
-#define GS_MOE_PREFILL_UNIT 1
-#define GS_MOE_CUDA_CORE_UNIT 1
-#define GS_MOE_CUDA_CORE_16_UNIT 1
+// beside five parts that include it, each defining GS_MOE_GEMM_PART to the unit it compiles:
+//   2 moe_gemm.prefill.hip: the prefill kernels and their launcher;
+//   3 moe_gemm.cuda_core.hip / 4 moe_gemm.cuda_core_4bit.hip: the CUDA-core kernel's 1- and 4-row tiles for the
+//     8- and 16-bit formats (8 instantiations) / the 4-bit ones (6);
+//   5 moe_gemm.cuda_core16.hip / 6 moe_gemm.cuda_core16_4bit.hip: its 16-row tiles, the same split (4 / 3);
+// this file (unit 1) keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They
+// compile at the same time, so the family's cold build takes its longest unit: nvcc sm_90a on the 2-core box,
+// each alone, the 16-row tiles took 8.2 s as one unit and 5.3 / 4.9 s split by format width (reports/
+// measurements/h200-2026-12-02-session12, "Builds"). Compiled alone (unit 0: bench/moe_gemm_variants.cu,
+// .ci/compile_hip.sh) the file holds everything.
+#if defined(GS_MOE_GEMM_PART)
+#if GS_MOE_GEMM_PART < 2 || GS_MOE_GEMM_PART > 6
+#error "GS_MOE_GEMM_PART names a part unit: 2 (prefill) to 6 (16-row CUDA-core tiles, 4-bit formats)"
 #endif
+#define GS_MOE_UNIT GS_MOE_GEMM_PART
+#elif defined(GS_SPLIT_UNITS)
+#define GS_MOE_UNIT 1
+#else
+#define GS_MOE_UNIT 0
+#endif
+#define GS_MOE_MAIN_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 1)
+#define GS_MOE_PREFILL_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 2)
+#define GS_MOE_CUDA_CORE_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 3)
+#define GS_MOE_CUDA_CORE_4BIT_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 4)
+#define GS_MOE_CUDA_CORE_16_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 5)
+#define GS_MOE_CUDA_CORE_16_4BIT_UNIT (GS_MOE_UNIT == 0 || GS_MOE_UNIT == 6)
 // ------------------------------------------------------------------------------------------ kernels
 #include <atomic>  // gs_device_has_mma_bf16's / gs_device_has_mfma's per-device answers
 #if defined(GS_BACKEND_CUDA)
@@ -2613,32 +2605,58 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
   hipLaunchKernelGGL((gs_moe_gemm_kernel<FMT, MR, kDecode>), grid, dim3(kThreads), 0, stream, a);
 }
 
-#if GS_MOE_CUDA_CORE_UNIT
-// The CUDA-core kernel for decode slots of 1 and of up to 4 rows (14 of its 21 instantiations), in its own
-// translation unit; its 16-row tiles (larger slots loop over row groups) in the next.
-hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
-                                              hipStream_t stream) {
-#define GS_LAUNCH(F)                                \
+// The CUDA-core kernel's launchers, one per translation unit (the unit note above): decode slots of 1 and of up
+// to 4 rows, or 16-row tiles (slots of more than 4 rows where no tensor-core kernel runs, looping over 16-row
+// groups); each for the 8- and 16-bit formats or for the 4-bit ones (gs_moe_gemm_launch picks by format).
+#define GS_MOE_DISPATCH_8_16BIT(fmt, CALL)                  \
+  switch (fmt) {                                            \
+    case GS_FMT_BF16: CALL(GS_FMT_BF16); break;             \
+    case GS_FMT_MXFP8: CALL(GS_FMT_MXFP8); break;           \
+    case GS_FMT_FP8_FNUZ: CALL(GS_FMT_FP8_FNUZ); break;     \
+    default: CALL(GS_FMT_BLOCK_FP8); break;                 \
+  }
+#define GS_MOE_DISPATCH_4BIT(fmt, CALL)                     \
+  switch (fmt) {                                            \
+    case GS_FMT_MXFP4: CALL(GS_FMT_MXFP4); break;           \
+    case GS_FMT_NVFP4: CALL(GS_FMT_NVFP4); break;           \
+    default: CALL(GS_FMT_Q4_0); break;                      \
+  }
+#define GS_LAUNCH_SMALL(F)                          \
   if (block_m <= 1)                                 \
     gs_launch_cuda_core<F, 1>(a, stream, zero_rows); \
   else                                              \
     gs_launch_cuda_core<F, 4>(a, stream, zero_rows);
-  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
-#undef GS_LAUNCH
+#define GS_LAUNCH_16(F) gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
+#if GS_MOE_CUDA_CORE_UNIT
+hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
+                                              hipStream_t stream) {
+  GS_MOE_DISPATCH_8_16BIT(a.fmt, GS_LAUNCH_SMALL)
   return hipGetLastError();
 }
-#endif  // GS_MOE_CUDA_CORE_UNIT
-
+#endif
+#if GS_MOE_CUDA_CORE_4BIT_UNIT
+hipError_t gs_moe_gemm_launch_cuda_core_small_4bit(const GsMoeArgs& a, int block_m, int64_t zero_rows,
+                                                   hipStream_t stream) {
+  GS_MOE_DISPATCH_4BIT(a.fmt, GS_LAUNCH_SMALL)
+  return hipGetLastError();
+}
+#endif
 #if GS_MOE_CUDA_CORE_16_UNIT
-// The CUDA-core kernel's 16-row tiles (7 of its 21 instantiations: slots of more than 4 rows where no
-// tensor-core kernel runs, looping over 16-row groups), in their own translation unit.
 hipError_t gs_moe_gemm_launch_cuda_core_16(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream) {
-#define GS_LAUNCH(F) gs_launch_cuda_core<F, 16>(a, stream, zero_rows);
-  GS_MOE_DISPATCH(a.fmt, GS_LAUNCH)
-#undef GS_LAUNCH
+  GS_MOE_DISPATCH_8_16BIT(a.fmt, GS_LAUNCH_16)
   return hipGetLastError();
 }
-#endif  // GS_MOE_CUDA_CORE_16_UNIT
+#endif
+#if GS_MOE_CUDA_CORE_16_4BIT_UNIT
+hipError_t gs_moe_gemm_launch_cuda_core_16_4bit(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream) {
+  GS_MOE_DISPATCH_4BIT(a.fmt, GS_LAUNCH_16)
+  return hipGetLastError();
+}
+#endif
+#undef GS_LAUNCH_SMALL
+#undef GS_LAUNCH_16
+#undef GS_MOE_DISPATCH_8_16BIT
+#undef GS_MOE_DISPATCH_4BIT
 
 // Grid rows of zero-fill blocks for a kernel whose grid is gx columns wide: a block per kZeroRows rows, up to
 // 64 blocks (more rows loop); 0 (gs_moe_prepare_rows zero-fills instead) for an empty map or a grid past
@@ -2810,7 +2828,10 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
 #endif
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream);
+hipError_t gs_moe_gemm_launch_cuda_core_small_4bit(const GsMoeArgs& a, int block_m, int64_t zero_rows,
+                                                   hipStream_t stream);
 hipError_t gs_moe_gemm_launch_cuda_core_16(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream);
+hipError_t gs_moe_gemm_launch_cuda_core_16_4bit(const GsMoeArgs& a, int64_t zero_rows, hipStream_t stream);
 
 // `a` carries the workspace pointers (xh, x_rs) whenever gs_moe_workspace_bytes(a, block_m) > 0.
 hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
@@ -2882,8 +2903,12 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #endif
   // The CUDA-core kernel, rows per register tile by block_m: decode slots (1..16 rows) never loop; larger
   // block_m loops over 16-row groups.
-  if (block_m <= 4) return gs_moe_gemm_launch_cuda_core_small(a, block_m, zero_rows, stream);
-  return gs_moe_gemm_launch_cuda_core_16(a, zero_rows, stream);
+  const bool four_bit = a.fmt == GS_FMT_MXFP4 || a.fmt == GS_FMT_NVFP4 || a.fmt == GS_FMT_Q4_0;
+  if (block_m <= 4)
+    return four_bit ? gs_moe_gemm_launch_cuda_core_small_4bit(a, block_m, zero_rows, stream)
+                    : gs_moe_gemm_launch_cuda_core_small(a, block_m, zero_rows, stream);
+  return four_bit ? gs_moe_gemm_launch_cuda_core_16_4bit(a, zero_rows, stream)
+                  : gs_moe_gemm_launch_cuda_core_16(a, zero_rows, stream);
 }
 
 // The module's entry points (declared above, called by moe_gemm.bind.cpp) over the launcher.
