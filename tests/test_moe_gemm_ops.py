@@ -4,6 +4,7 @@ refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); G
 CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
 with the twin within one bf16 rounding, run to run bitwise, and for NaN propagation."""
 
+import ctypes
 import os
 import pathlib
 import re
@@ -140,6 +141,36 @@ def test_cpp_entry_refuses_unknown_format_code():
         mo.cpu_module().moe_gemm(
             9, 0, 0, 0, 32, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0
         )
+
+
+def _capsule_named(name: bytes) -> object:
+    """A PyCapsule of another name over a dummy pointer (what a foreign library might hand over)."""
+    new = ctypes.pythonapi.PyCapsule_New
+    new.restype, new.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
+    return new(ctypes.addressof(_DUMMY), name, None)
+
+
+_DUMMY = ctypes.c_int64(0)
+_OTHER_NAME = b"another.plan"  # a capsule keeps the pointer to its name: this bytes object outlives it
+
+
+def test_cpp_run_takes_only_a_plan_that_plan_made():
+    """`run` reads its sizes and strides from the plan capsule: anything else is refused before a pointer is
+    read (a capsule of another name included), and a real plan runs."""
+    module = mo.cpu_module()
+    x = torch.ones(2, 32, dtype=torch.bfloat16)
+    w = torch.ones(1, 32, 8, dtype=torch.bfloat16)
+    bmap = torch.tensor([[0, 0, 2]], dtype=torch.int32)
+    out = torch.empty(2, 8, dtype=torch.bfloat16)
+    _, args = mo.module_and_args(x, w, None, None, bmap, "bf16", out, 2)
+    plan, workspace_bytes = module.plan(*args)
+    assert workspace_bytes == 0
+    ptrs = (x.data_ptr(), w.data_ptr(), 0, 0, bmap.data_ptr(), out.data_ptr(), 1, 0, 0)
+    for stranger in (object(), None, 7, module.plan(*args), _capsule_named(_OTHER_NAME)):
+        with pytest.raises(ValueError, match="plan must be the first item of what plan"):
+            module.run(stranger, *ptrs)
+    module.run(plan, *ptrs)
+    assert torch.equal(out, torch.full((2, 8), 32.0, dtype=torch.bfloat16))
 
 
 class _nan_fill:

@@ -59,14 +59,26 @@ inline GsMoeArgs gs_moe_make_args(int fmt, uintptr_t x, int64_t x_sr, int64_t R,
 
 // One checked argument signature (kernels/moe_gemm/ops.py keeps one per signature and calls `run` with it):
 // the arguments of the probe call that `plan` checked, its block_m and workspace size. An eager call then
-// hands over 9 values instead of 26 (pybind converts each one). gs_moe_plan_args puts a call's pointers in
+// hands over 10 values instead of 27 (pybind converts each one). gs_moe_plan_args puts a call's pointers in
 // and refuses what the probe's checks would refuse for them: a null pointer that has elements, or x / w off
 // the 16-byte alignment the probe's kernel choice used (ops.py's key holds both alignments).
+// Python holds a plan as a capsule named kGsMoePlanName that owns it: a pybind11 class for it took 15% more
+// g++ time for this unit (4.6 against 3.9 s on the 2-core box), and this unit is the moe_gemm family's
+// longest on the H200 (reports/measurements/h200-2026-12-02-session12, "Builds").
 struct GsMoePlan {
   GsMoeArgs a;
   int64_t block_m;
   int64_t workspace_bytes;
 };
+constexpr const char* kGsMoePlanName = "graphsafe.moe_gemm.plan";
+inline const GsMoePlan& gs_moe_plan_of(pybind11::handle plan) {
+  void* p = PyCapsule_IsValid(plan.ptr(), kGsMoePlanName) ? PyCapsule_GetPointer(plan.ptr(), kGsMoePlanName) : nullptr;
+  if (p == nullptr) {
+    PyErr_Clear();
+    gs_require(false, "moe_gemm", "plan must be the first item of what plan() returned");
+  }
+  return *static_cast<const GsMoePlan*>(p);
+}
 // Per eager call: the conditions are tested before any message is formed (gs_require's message argument is a
 // std::string built at the call, a heap allocation each for these lengths), so a call that passes makes none.
 inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g,
@@ -90,7 +102,7 @@ inline GsMoeArgs gs_moe_plan_args(const GsMoePlan& p, uintptr_t x, uintptr_t w, 
   return a;
 }
 #define GS_MOE_GEMM_RUNARGS                                                                                  \
-  const GsMoePlan &plan, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g, uintptr_t map, uintptr_t out, \
+  pybind11::handle plan, uintptr_t x, uintptr_t w, uintptr_t s, uintptr_t g, uintptr_t map, uintptr_t out, \
       int zero_unwritten, uintptr_t workspace, uintptr_t stream
 
 // The entry's checks of zero_unwritten and the workspace, then the GEMM.
@@ -116,17 +128,18 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
     gs_moe_gemm_entry(a, block_m, zero_unwritten, workspace, workspace_bytes,
                       gs_moe_gemm_workspace(a, static_cast<int>(block_m)), stream);
   });
-  // module_local: the CPU and the GPU module each register their own Plan type (both load into one process).
-  pybind11::class_<GsMoePlan>(m, "Plan", pybind11::module_local())
-      .def_readonly("workspace_bytes", &GsMoePlan::workspace_bytes);
+  // (plan, workspace bytes its calls need).
   m.def("plan", [](GS_MOE_GEMM_PATHARGS) {
     GsMoeArgs a = GS_MOE_GEMM_MAKE_ARGS;
-    return GsMoePlan{a, block_m, gs_moe_gemm_workspace(a, static_cast<int>(block_m))};
+    auto* plan = new GsMoePlan{a, block_m, gs_moe_gemm_workspace(a, static_cast<int>(block_m))};
+    pybind11::capsule owner(plan, kGsMoePlanName, [](void* p) { delete static_cast<GsMoePlan*>(p); });
+    return pybind11::make_tuple(owner, plan->workspace_bytes);
   });
   // The plan's workspace size is the one the plan call asked for; a buffer of that size is required.
   m.def("run", [](GS_MOE_GEMM_RUNARGS) {
-    gs_moe_gemm_entry(gs_moe_plan_args(plan, x, w, s, g, map, out), plan.block_m, zero_unwritten, workspace,
-                      plan.workspace_bytes, plan.workspace_bytes, stream);
+    const GsMoePlan& p = gs_moe_plan_of(plan);
+    gs_moe_gemm_entry(gs_moe_plan_args(p, x, w, s, g, map, out), p.block_m, zero_unwritten, workspace,
+                      p.workspace_bytes, p.workspace_bytes, stream);
   });
   // "cuda_core" on the CPU: the CPU twin is the reference order the CUDA-core kernel matches.
   m.def("kernel_path", [](GS_MOE_GEMM_PATHARGS) {

@@ -3,7 +3,7 @@
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
 g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
 argument signature (_PLANS), so an eager call costs a key lookup, torch.empty for the output and one pybind
-call of 10 arguments with the signature's C++ plan (moe_gemm.hip, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
+call of 10 arguments with the signature's C++ plan (moe_gemm.bind.cpp, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
 and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the
 shared-memory ring kernel; larger: on the H100 / H200 (sm_90a builds) the warpgroup-MMA kernels, elsewhere
@@ -146,10 +146,10 @@ def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
     probe_map = block_map.contiguous()
     probe_out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
     module, args = module_and_args(x, w, w_scale, w_global, probe_map, fmt, probe_out, block_m)
-    cplan = module.plan(*args)
+    cplan, workspace_bytes = module.plan(*args)
     if len(_PLANS) >= _PLAN_LIMIT:
         _PLANS.clear()
-    plan = (module, index, r, n, not block_map.is_contiguous(), cplan.workspace_bytes, cplan)
+    plan = (module, index, r, n, not block_map.is_contiguous(), workspace_bytes, cplan)
     _PLANS[key] = plan
     return plan
 
