@@ -15,8 +15,9 @@
 // (5) The prefill kernel's tilings (rows of warps, chunks and stages per ring) for MXFP8, bf16 and MXFP4 at the
 // DeepSeek-like prefill shape and the small-K shape (K 512, 64 tokens per expert), with 64- and 128-row slots.
 // (6) Built for sm_90a with -DGS_SM90A=1 (the line below): the warpgroup-MMA kernels' tilings in (5)'s sweep,
-// bf16 (64- and 128-row CTAs, columns, stages) and the quantized formats (rows of x per CTA, stages, forms),
-// checked like the others; block-FP8 (f32 scales per 128 x 128 block) joins bf16 and MXFP4 in (5).
+// bf16 (64- and 128-row CTAs, columns, stages) and the quantized formats (rows of x per CTA, stages, forms,
+// warpgroups per CTA), checked like the others; block-FP8 (f32 scales per 128 x 128 block) joins bf16 and MXFP4
+// in (5).
 // GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90a -DGS_SM90A=1 --fmad=false -I kernels/common -I kernels/moe_gemm \
@@ -302,6 +303,9 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
 #define WQ(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE>(AA, 0))); }, false)
 #define WQF(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, MINB>(AA, 0))); }, false)
+// 3 warpgroups per CTA (192 columns; MX formats only): NWG 3.
+#define WQ3(NAME, TM, S, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, 1, MODE, 3>(AA, 0))); }, false)
+#define WQF3(NAME, TM, S, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, 1, 3>(AA, 0))); }, false)
     // The launcher's forms (MX: the fast form, then the rest exactly; here every CTA's scales fit the fast form),
     // each form alone, and other tilings.
     if constexpr (FMT == GS_FMT_BLOCK_FP8) {
@@ -313,8 +317,13 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
       WQ("wgmma_q_block_TM64_S4_m64", 64, 4, 1, kWqExact, aw);
       WQ("wgmma_q_block_TM64_S6_minb2_m64", 64, 6, 2, kWqExact, aw);
     } else {
-      WQF("wgmma_q_forms_TM128_S5_m128", 128, 5, 1, aw128);  // the launcher's at block_m >= 128
+      WQF3("wgmma_q_forms_G3_TM128_S5_m128", 128, 5, aw128);  // the launcher's at block_m >= 128
       WQF("wgmma_q_forms_TM64_S4_minb2_m64", 64, 4, 2, aw);  // the launcher's below
+      WQF("wgmma_q_forms_TM128_S5_m128", 128, 5, 1, aw128);  // 2 warpgroups per CTA
+      WQ3("wgmma_q_fast_G3_TM128_S4_m128", 128, 4, kWqFast, aw128);
+      WQ3("wgmma_q_fast_G3_TM128_S5_m128", 128, 5, kWqFast, aw128);
+      WQ3("wgmma_q_fast_G3_TM128_S6_m128", 128, 6, kWqFast, aw128);
+      WQ3("wgmma_q_exact_G3_TM128_S5_m128", 128, 5, kWqExact, aw128);
       WQ("wgmma_q_fast_TM128_S5_m128", 128, 5, 1, kWqFast, aw128);
       WQ("wgmma_q_fast_TM128_S6_m128", 128, 6, 1, kWqFast, aw128);
       WQ("wgmma_q_exact_TM128_S5_m128", 128, 5, 1, kWqExact, aw128);
@@ -324,6 +333,8 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     }
 #undef WQ
 #undef WQF
+#undef WQ3
+#undef WQF3
     CK(cudaFree(aw.xh));
     CK(cudaFree(aw.x_rs));
   }

@@ -416,7 +416,7 @@ def test_fast_form_window_keeps_every_weight_exact_in_f16(fmt):
 
 
 # Per format: the seed, column 9's E8M0 bytes (chunks 0..3, 4..7: a span of exactly the fast form's window) and
-# column 130's (chunk 0, the rest: one wider).
+# column 200's (chunk 0, the rest: one wider).
 _SPLIT_SCALES = {"mxfp8": (17, (107, 128), (100, 122)), "mxfp4": (19, (104, 128), (100, 125))}
 
 
@@ -424,31 +424,35 @@ _SPLIT_SCALES = {"mxfp8": (17, (107, 128), (100, 122)), "mxfp4": (19, (104, 128)
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
 @pytest.mark.parametrize("block_m", [64, 128])
 def test_gpu_mx_prefill_fast_and_exact_forms_split_by_column_tile(fmt, block_m):
-    """MXFP8 and MXFP4 prefill on the H100 / H200 run two launches: a fast form for 128-column tiles whose every
-    column's E8M0 bytes (255 aside) span at most the element type's window (kWqWindowE4m3 21, kWqWindowE2m1 24,
-    read from the source: the scale goes into the f16 weights, each column's largest exponent sets its offset),
-    then an exact form (an f32 partial per chunk times its scale) for the other tiles. Tile 0 (columns 0..127)
-    is fast, with a NaN scale (255) in column 5's chunk 2 and column 9 spanning exactly the window; tile 1 holds
-    column 130 spanning one more (it must take the exact form) and column 140 at 2^-118. Every column must match
+    """MXFP8 and MXFP4 prefill on the H100 / H200 run two launches: a fast form for column tiles (128 columns at
+    block_m 64, 192 at 128: kWqGroupsMx warpgroups) whose every column's E8M0 bytes (255 aside) span at most the
+    element type's window (kWqWindowE4m3 21, kWqWindowE2m1 24, read from the source: the scale goes into the f16
+    weights, each column's largest exponent sets its offset), then an exact form (an f32 partial per chunk times
+    its scale) for the other tiles. Tile 0 (columns 0..127 or 0..191) is fast, with a NaN scale (255) in column
+    5's chunk 2 and column 9 spanning exactly the window; the last tile (from column 128 or 192) holds column 200
+    spanning one more (it must take the exact form) and column 210 at 2^-118. Every column must match
     the CPU twin on its own and the NaN column must be NaN in its expert's rows only; a tile neither form
     computes, a wrong per-column offset or (MXFP4) a wrong e2m1 pair order fails it (the window's exactness is
     proved on the CPU: test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile
     kernel computes the same numbers."""
-    seed, col9, col130 = _SPLIT_SCALES[fmt]
+    seed, col9, col200 = _SPLIT_SCALES[fmt]
     window = _fast_form_window(fmt)[1]
-    assert col9[1] - col9[0] == window and col130[1] - col130[0] == window + 1
+    assert col9[1] - col9[0] == window and col200[1] - col200[0] == window + 1
+    groups = int(re.search(r"constexpr int kWqGroupsMx = (\d+);", MOE_GEMM_SOURCE.read_text()).group(1))
+    tile = 64 * groups if block_m >= 128 else 128
+    assert 9 < tile <= 200 < 210 < 256  # columns 5, 9 in tile 0; 200, 210 in the last
     x, q, bmap = _problem(fmt, e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=seed)
     q.scale[0, 5, 2] = 255
     q.scale[:, 9, :4], q.scale[:, 9, 4:] = col9
-    q.scale[:, 130, 0], q.scale[:, 130, 1:] = col130
-    q.scale[:, 140, :] = 9
+    q.scale[:, 200, 0], q.scale[:, 200, 1:] = col200
+    q.scale[:, 210, :] = 9
     qd = _to(q, "cuda")
     assert mo.kernel_path(x.cuda(), qd, bmap.cuda(), block_m) == "tensor_core"
     out = mo.moe_gemm(x.cuda(), qd, bmap.cuda(), block_m=block_m).float().cpu()
     cpu = mo.moe_gemm(x, q, bmap, block_m=block_m).float()
     assert torch.equal(torch.isnan(out), torch.isnan(cpu))
     assert torch.isnan(out[:70, 5]).all() and torch.isfinite(out[70:, 5]).all()
-    assert out[:, 140].abs().max() > 0
+    assert out[:, 210].abs().max() > 0
     for col in range(256):
         rows = slice(70, None) if col == 5 else slice(None)
         bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24

@@ -1953,7 +1953,8 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 
 // ----------------- warpgroup-MMA prefill kernel for MXFP8, MXFP4 and block-FP8, weights from registers (sm_90a)
 // Quantized-weight slots of more than 16 rows in sm_90a builds. The operands swap (the ring kernel's XS form): a
-// CTA's 128 weight columns are the MMAs' M (64 per warpgroup) and its TM rows of x their N, so out^T = W^T x^T.
+// CTA's 64 * NWG weight columns are the MMAs' M (64 per warpgroup) and its TM rows of x their N, so
+// out^T = W^T x^T.
 // Each thread reads its two columns' bytes of a 32-K chunk from shared memory (8 e4m3 bytes, or 4 bytes of e2m1
 // pairs, per column) and decodes them straight into wgmma's A registers: e4m3 with the hardware e4m3x2 -> f16x2
 // conversion, e2m1 with gs_e2m1x8_to_f16x2_mul's byte arithmetic (both exact, NaN kept). x is
@@ -1966,18 +1967,26 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
 // partial and adds it times its columns' 2^(e-127) (gs_e8m0: every E8M0 byte, 0 and 255 included), as the twin
 // forms it; the fast one multiplies the scale into the f16 weights (exactly, for tiles whose scales span a narrow
 // window) and lets every MMA of a stage accumulate in place. Block-FP8 has one form: a 128-K block's 8 MMAs
-// accumulate into an f32 partial that is added times the CTA's one f32 scale of that block (the 128-column tile
-// is one scale block wide).
+// accumulate into an f32 partial that is added times the CTA's one f32 scale of that block (its 2 warpgroups'
+// 128-column tile is one scale block wide).
 // x (f16, 128-byte swizzled rows) and the raw weights come through a cp.async ring of S stages of 64 K as in
 // gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the A reads of a warp hit distinct
 // banks.
-// Measured on the H200 at DSv3-prefill in 128-row slots (bench/moe_gemm_variants.cu; reports/measurements/
-// h200-2026-12-02-session11, calls B, C, G), the launcher's forms against the mma.sync tile kernel's in the same
-// runs: block-FP8 0.589-0.592 ms against 1.388; MXFP4 0.779-0.781 (its fast form alone 0.726) against 2.02 with
-// the bench's scales; MXFP8 0.733-0.739 (fast form 0.680-0.690, exact form 0.81: each chunk's partial waits for
-// its MMAs, the C7514 note in the kernel) against 1.02. The variants measured and dropped are in
-// reports/measurements/moe_gemm-kernel-design.
-constexpr int kWqCols = 128;  // weight columns per CTA: 64 per warpgroup (and block-FP8's scale block)
+// Measured on the H200 at DSv3-prefill in 128-row slots (bench/moe_gemm_variants.cu), the launcher's forms:
+// block-FP8 0.589-0.592 ms against 1.388 for the mma.sync tile kernel (reports/measurements/
+// h200-2026-12-02-session11, calls B, C, G); MXFP8 0.676 (fast form alone 0.634) and MXFP4 0.676 (0.636) with 3
+// warpgroups per CTA, against 0.750 / 0.774 with 2 in the same runs (h200-2026-12-02-session12, call E).
+// The variants measured and dropped are in reports/measurements/moe_gemm-kernel-design.
+constexpr int kWqCols = 128;  // block-FP8's scale block, the columns of its CTAs (2 warpgroups)
+// NWG: warpgroups per CTA, 64 weight columns each; block-FP8 takes 2 (one scale block per CTA). kWqGroupsMx: the
+// launcher's for MXFP8 and MXFP4 at 128 rows. With 2 the kernel is latency-bound: 8 warps per SM (registers and
+// shared memory each allow one CTA), 0.52 of 2 warps per scheduler eligible, issue slots 40% busy, the tensor
+// pipe 37% (Nsight Compute, MXFP8 fast form, reports/measurements/h200-2026-12-02-session12, call D); 3 gives
+// 12 warps per SM at a cap of 168 registers (the fast forms fit; the exact forms spill 44-168 bytes), at a cost
+// of partial column tiles (DSv3's 4096 columns are 21.3 tiles of 192): DSv3-prefill 0.676 ms for both the MXFP8
+// and the MXFP4 pair against 0.750 / 0.774 with 2, fast forms alone 0.612-0.644 at 4-6 stages (call E). At 64
+// rows the kernel keeps 2 warpgroups and 2 CTAs per SM (3 would cap registers at 85).
+constexpr int kWqGroupsMx = 3;
 // Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
 // kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
 // scale goes into the f16 weights and every MMA accumulates in place) and kWqRest (only the other CTAs,
@@ -1998,9 +2007,9 @@ constexpr int kWqWindowE4m3 = 21;
 constexpr int kWqTopE2m1 = 1;
 constexpr int kWqWindowE2m1 = 24;
 // The launcher's forms, measured at DSv3-prefill (bench/moe_gemm_variants.cu, reports/measurements/
-// h200-2026-12-02-session11, call A): at 128 rows of x, MX formats 5 stages (126 KB with e4m3; MXFP8 fast form
-// 0.682 ms against 0.685 at 6, MXFP4 0.753 against 0.747 before it formed its multipliers first), block-FP8 6
-// (0.592 against 0.618 at 4); at 64 rows
+// h200-2026-12-02-session11, call A; h200-2026-12-02-session12, call E): at 128 rows of x, MX formats 5 stages
+// (3 warpgroups: 150 KB with e4m3; fast forms at 4 / 5 / 6 stages MXFP8 0.644 / 0.634 / 0.628 ms, MXFP4 0.612 /
+// 0.636 / 0.637, the pairs measured at 5 only), block-FP8 6 (0.592 against 0.618 at 4); at 64 rows
 // 4 stages, 2 CTAs per SM (69 KB each with e4m3; block-FP8 0.656 ms against 0.647 at 6 stages and 0.933 at 4
 // stages with 1 CTA per SM; small-K-MoE 0.0231 against 0.0236).
 constexpr int kWqStages = 5;
@@ -2008,22 +2017,25 @@ constexpr int kWqStagesBlock = 6;
 constexpr int kWqStages64 = 4;
 constexpr int kWqMinBlocks64 = 2;
 
-template <int FMT, int TM, int S>
+template <int FMT, int TM, int S, int NWG = 2>
 struct GsWq {
   static constexpr bool kE2m1 = FMT == GS_FMT_MXFP4, kBlock = FMT == GS_FMT_BLOCK_FP8;
-  static constexpr int kThreads = 256;
+  static constexpr int kThreads = 128 * NWG;
+  static constexpr int kCols = 64 * NWG;               // weight columns per CTA
+  static constexpr int kXThreads = 256;                // threads that copy x: TM rows x 8 pieces, TM / 32 each
   static constexpr int kColBytes = kE2m1 ? 32 : 64;    // one weight column's bytes of a 64-K stage
   static constexpr int kXBytes = TM * 128;             // TM rows of f16 x, 64 K each (the MMAs' B)
-  static constexpr int kWBytes = kWqCols * kColBytes;  // 128 columns of weights, 64 K each
+  static constexpr int kWBytes = kCols * kColBytes;    // the CTA's columns of weights, 64 K each
   // The stage's scales: MX formats each column's E8M0 word of the stage's group of 4 chunks, block-FP8 the CTA's
   // f32 of the stage's 128-K block.
-  static constexpr int kSBytes = kBlock ? 16 : kWqCols * 4;
+  static constexpr int kSBytes = kBlock ? 16 : kCols * 4;
   static constexpr int kStageBytes = (kXBytes + kWBytes + kSBytes + 1023) / 1024 * 1024;  // swizzle atoms aligned
   static constexpr int kSmem = S * kStageBytes + 1024;
   static constexpr int kTop = kE2m1 ? kWqTopE2m1 : kWqTopE4m3, kWindow = kE2m1 ? kWqWindowE2m1 : kWqWindowE4m3;
   static constexpr uint32_t kUnit = kE2m1 ? 0x7400u : 0x3C00u;  // f16 multiplier of the weights when unscaled
   static_assert(FMT == GS_FMT_MXFP8 || FMT == GS_FMT_MXFP4 || FMT == GS_FMT_BLOCK_FP8, "quantized formats only");
   static_assert(TM == 64 || TM == 128, "rows of x per CTA (the MMAs' N): 64 or 128");
+  static_assert(NWG == 2 || (NWG == 3 && !kBlock), "2 warpgroups, or 3 for the MX formats (block-FP8: kWqCols)");
   static_assert(S >= 3, "one stage in the MMAs, one being waited for, at least one in flight");
   static_assert(kSmem <= 227 * 1024, "shared memory a CTA can opt into");
   // Byte offset of 16-byte piece p of weight column c. e4m3 (4 pieces, 8-byte reads): columns c and c + 2 share
@@ -2034,14 +2046,15 @@ struct GsWq {
   }
 };
 
-template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
-__global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArgs a) {
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int NWG = 2>
+__global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArgs a) {
 #if defined(GS_WGMMA_DEVICE)
-  using P = GsWq<FMT, TM, S>;
+  using P = GsWq<FMT, TM, S, NWG>;
+  constexpr int kCols = P::kCols;
   constexpr bool kE2m1 = P::kE2m1, kBlock = P::kBlock;
   constexpr bool kInPlace = MODE == kWqFast || kBlock;  // every MMA of a stage accumulates without a wait between
   static_assert(!kBlock || MODE == kWqExact, "block-FP8 has one form");
-  __shared__ int col_shift[kWqCols];  // the fast form's c per column (kWqTopE4m3's note)
+  __shared__ int col_shift[kCols];  // the fast form's c per column (kWqTopE4m3's note)
   constexpr int kXPer = TM / 32;  // x pieces each thread copies per stage (TM rows x 8 pieces)
   constexpr int kWPer = kE2m1 ? 1 : 2;  // weight pieces each thread copies per stage
   extern __shared__ __align__(16) uint8_t gs_wq_smem_raw[];
@@ -2053,14 +2066,15 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
   if (expert < 0 || expert >= a.E) return;  // block-uniform
   const int64_t row0 = a.map[slot * 3 + 1], rows = a.map[slot * 3 + 2];
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kWqCols;
+  const int64_t col0 = static_cast<int64_t>(blockIdx.x) * kCols;
   const int64_t nkt = (a.K + kWgK - 1) / kWgK, nchunks = a.K / kChunk;
-  // Issue side. x: piece pc of rows pr + 32 j, swizzled. Weights: e4m3 piece wp of columns tid / 4 and
-  // tid / 4 + 64, e2m1 piece wp of column tid / 2 (wp 0 holds K 0..31 of the stage, 1 K 32..63). Scales: MX
-  // formats thread tid < 128 copies column tid's word, block-FP8 thread 0 the CTA's f32.
+  // Issue side. x: threads tid < 256, piece pc of rows pr + 32 j, swizzled. Weights: e4m3 piece wp of columns
+  // tid / 4 and tid / 4 + kCols / 2, e2m1 piece wp of column tid / 2 (wp 0 holds K 0..31 of the stage, 1 K
+  // 32..63). Scales: MX formats thread tid < kCols copies column tid's word, block-FP8 thread 0 the CTA's f32.
+  const bool xcopier = tid < P::kXThreads;  // warp-uniform
   const int pr = tid / 8, pc = tid % 8;
   const int xdst = pr * 128 + ((pc ^ (pr & 7)) * 16);
-  const int wcol[2] = {kE2m1 ? tid / 2 : tid / 4, tid / 4 + 64}, wp = kE2m1 ? tid % 2 : tid % 4;
+  const int wcol[2] = {kE2m1 ? tid / 2 : tid / 4, tid / 4 + kCols / 2}, wp = kE2m1 ? tid % 2 : tid % 4;
   const int64_t wk_piece = kE2m1 ? 32 : 16;  // K per weight piece
   const uint8_t* wsrc[kWPer];
   bool win[kWPer];
@@ -2072,7 +2086,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
   }
   const uint8_t* ssrc = nullptr;
   bool vec_s = false;
-  if (!kBlock && tid < kWqCols) {
+  if (!kBlock && tid < kCols) {
     const int64_t n = col0 + tid < a.N ? col0 + tid : a.N - 1;  // clamp: never stored
     ssrc = a.s + expert * a.s_se + n * a.s_sn;
     vec_s = a.s_sk == 1 && ((reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn)) & 3u) == 0;
@@ -2082,7 +2096,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
   if constexpr (MODE != kWqExact) {
     // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit the window.
     int fits = 1;
-    if (tid < kWqCols) {
+    if (tid < kCols) {
       unsigned lo = 255u, hi = 0u;
       auto see = [&](unsigned e) {
         if (e != 255u) lo = e < lo ? e : lo, hi = e > hi ? e : hi;
@@ -2157,9 +2171,11 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
       uint8_t* base = ring + sl * P::kStageBytes;
       const int64_t k = kt * kWgK;
       const bool xk = k + pc * 8 < a.K;  // K is a multiple of 32
+      if (xcopier) {
 #pragma unroll
-      for (int j = 0; j < kXPer; ++j)
-        gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
+        for (int j = 0; j < kXPer; ++j)
+          gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
+      }
 #pragma unroll
       for (int j = 0; j < kWPer; ++j) {
         const bool ok = win[j] && k + wp * wk_piece < a.K;
@@ -2168,7 +2184,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArg
       uint8_t* sd = base + P::kXBytes + P::kWBytes;
       if constexpr (kBlock) {
         if (tid == 0) gs_cp_async4(sd, bsrc + (kt / 2) * a.s_sk);  // the stage's 128-K block (2 stages per block)
-      } else if (tid < kWqCols) {
+      } else if (tid < kCols) {
         const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
         sd += tid * 4;
         if (vec_s && 4 * q + 4 <= nchunks) {
@@ -2713,24 +2729,24 @@ inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
 
 // The quantized-weight warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB
 // CTAs per SM. Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
-template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact>
+template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int NWG = 2>
 inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream) {
-  using P = GsWq<FMT, TM, S>;
-  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>>(P::kSmem);
+  using P = GsWq<FMT, TM, S, NWG>;
+  const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, NWG>>(P::kSmem);
   if (err != hipSuccess) return err;
-  dim3 grid(static_cast<unsigned>((a.N + kWqCols - 1) / kWqCols), static_cast<unsigned>(a.S));
-  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE>), grid, dim3(P::kThreads), P::kSmem,
+  dim3 grid(static_cast<unsigned>((a.N + P::kCols - 1) / P::kCols), static_cast<unsigned>(a.S));
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, NWG>), grid, dim3(P::kThreads), P::kSmem,
                      stream, a);
   return hipGetLastError();
 }
 // The launcher's forms: for MXFP8 and MXFP4 the fast form's CTAs, then the rest exactly; block-FP8's one form.
-template <int FMT, int TM, int S, int MINB = 1>
+template <int FMT, int TM, int S, int MINB = 1, int NWG = 2>
 inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream) {
   if constexpr (FMT == GS_FMT_BLOCK_FP8) {
-    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact>(a, stream);
+    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact, NWG>(a, stream);
   } else {
-    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast>(a, stream);
-    return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest>(a, stream);
+    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast, NWG>(a, stream);
+    return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest, NWG>(a, stream);
   }
 }
 
@@ -2743,12 +2759,12 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
   if (a.fmt == bf16)
     return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
                           : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
-#define GS_WQ(F, S128)                                                                     \
-  return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1>(a, stream)              \
+#define GS_WQ(F, S128, G128)                                                               \
+  return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1, G128>(a, stream)        \
                         : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream)
-  if (a.fmt == mx8) GS_WQ(mx8, kWqStages);
-  if (a.fmt == mx4) GS_WQ(mx4, kWqStages);
-  GS_WQ(b8, kWqStagesBlock);
+  if (a.fmt == mx8) GS_WQ(mx8, kWqStages, kWqGroupsMx);
+  if (a.fmt == mx4) GS_WQ(mx4, kWqStages, kWqGroupsMx);
+  GS_WQ(b8, kWqStagesBlock, 2);
 #undef GS_WQ
 #else
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
