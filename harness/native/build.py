@@ -9,8 +9,9 @@ a torch C++ extension takes about 60 s for one tiny file, these builds take seco
 Cold build times per op family (reports/measurements/h200-2026-12-02-session12, "Builds"): on the H200 host
 (16 cores, nvcc 13.0 for sm_90a, g++ 13.3) 5.8-9.8 s per family and 10.4 s for all seven builds at once; the
 pybind11 unit is the longest of every family but moe_gemm's GPU build (its 16-row CUDA-core tiles, 8.5 s). On
-the busy 2-core test box moe_gemm's nvcc build takes about 20 s (its units contend for two cores). Every warm call is under 1.5 ms, since it only hashes sources and headers (the
-compiler's ``--version`` is asked once per process). tests/test_build.py prints the figures for a tiny module.
+the busy 2-core test box moe_gemm's nvcc build takes about 20 s (its units contend for two cores). Every warm
+call is under 1.5 ms, since it only hashes sources and headers (the compiler's ``--version`` is asked once per
+process). tests/test_build.py prints the figures for a tiny module.
 
 Sources: each source is one translation unit, compiled to an object by its own compiler process, all at once,
 then linked into the module by the backend's compiler. ``.hip`` and ``.cu`` sources go to nvcc or hipcc; ``.cpp``

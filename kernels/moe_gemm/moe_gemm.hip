@@ -264,9 +264,9 @@ bool gs_moe_gemm_capturing(uintptr_t stream);
 //   5 moe_gemm.cuda_core16.hip / 6 moe_gemm.cuda_core16_4bit.hip: its 16-row tiles, the same split (4 / 3);
 // this file (unit 1) keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They
 // compile at the same time, so the family's cold build takes its longest unit: nvcc sm_90a on the 2-core box,
-// each alone, the 16-row tiles took 8.2 s as one unit and 5.3 / 4.9 s split by format width (reports/
-// measurements/h200-2026-12-02-session12, "Builds"). Compiled alone (unit 0: bench/moe_gemm_variants.cu,
-// .ci/compile_hip.sh) the file holds everything.
+// each alone, the 16-row tiles took 8.2 s as one unit and 5.1 / 4.5 s split by format width, the small tiles
+// 5.2 / 4.3 s (reports/measurements/h200-2026-12-02-session12, "Builds"). Compiled alone (unit 0:
+// bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART)
 #if GS_MOE_GEMM_PART < 2 || GS_MOE_GEMM_PART > 6
 #error "GS_MOE_GEMM_PART names a part unit: 2 (prefill) to 6 (16-row CUDA-core tiles, 4-bit formats)"
