@@ -75,12 +75,13 @@ PER_FORMAT_CONFIGS = ("k96_partial_block", "ragged_bm16", "topk_ep_half_foreign"
 DECODE_CONFIGS = (Config("decode_1tok_nan_slack", 16, 72, 256, 1, sizes=(1,) * 16, slack=5, nan_rows=2),)
 DECODE_FORMATS = ("mxfp8", "mxfp4")
 MXFP4_CONFIGS = ("decode_1tok", "n127_k160_slack")
-# Slots of more than 16 rows in bf16/mxfp8/block_fp8/mxfp4 with the NK view take the prefill kernel on CUDA
-# sm_80+ (moe_gemm.hip, gs_moe_gemm_prefill_kernel: 64 x 256 output tiles, 128 x 256 with 8 warps for
-# block_m >= 128). These reach it with empty experts and
-# uncovered rows (ragged + slack), a 256-column tile past N (N=300) and a partial stage (K=224: 7 chunks),
-# -1 slots and foreign experts (EP top-k), and NaN rows whose mask must follow the seed; the bm128 ones with
-# slots that leave the second row of warps idle or partial (up to 100 and 150 rows).
+# Slots of more than 16 rows in bf16/mxfp8/block_fp8/mxfp4 with the NK view take a prefill kernel on CUDA
+# sm_80+ (moe_gemm.hip): on the H100 / H200 (sm_90a builds) the warpgroup-MMA kernels (128 weight columns per
+# CTA; 192 for MXFP8 and MXFP4 at block_m >= 128), elsewhere gs_moe_gemm_prefill_kernel (64 x 256 output
+# tiles, 128 x 256 with 8 warps for block_m >= 128). These reach them with empty experts and uncovered rows
+# (ragged + slack), a partial column tile past N (N=300) and a partial stage (K=224: 7 chunks), -1 slots and
+# foreign experts (EP top-k), and NaN rows whose mask must follow the seed; the bm128 ones with slots that
+# leave part of a 128-row tile idle (up to 100 and 150 rows).
 PREFILL_CONFIGS = (
     Config("prefill_bm64_ragged", 8, 300, 224, 64, sizes=RAGGED, slack=9),
     Config("prefill_bm64_topk_ep", 8, 136, 256, 64, tokens=96, topk=2, ep_foreign=True),
