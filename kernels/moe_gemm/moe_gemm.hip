@@ -86,6 +86,8 @@ GS_HD inline float gs_f16(uint32_t h) {
 }
 
 GS_HD inline int gs_elem_bytes(int fmt) { return fmt == GS_FMT_BF16 ? 2 : 1; }
+// Two K elements per storage byte (kernels/moe_gemm/ops.py PACKED).
+GS_HD constexpr bool gs_fmt_4bit(int fmt) { return fmt == GS_FMT_MXFP4 || fmt == GS_FMT_NVFP4 || fmt == GS_FMT_Q4_0; }
 
 // Decode the 32 weights of one chunk from its little-endian words. FMT is a template parameter so the
 // device kernel resolves every index at compile time and keeps words/w in registers (a runtime switch
@@ -218,7 +220,7 @@ GS_HD inline float gs_post_scale(const GsMoeArgs& a, int64_t e, int64_t n) {
 // the words stay in registers on the device).
 template <int FMT>
 GS_HD inline void gs_load_chunk_strided_t(const GsMoeArgs& a, int64_t e, int64_t chunk, int64_t n, uint32_t* words) {
-  constexpr int ce = FMT == GS_FMT_BF16 ? 32 : (FMT == GS_FMT_MXFP4 || FMT == GS_FMT_NVFP4 || FMT == GS_FMT_Q4_0) ? 16 : 32;
+  constexpr int ce = FMT == GS_FMT_BF16 ? 32 : gs_fmt_4bit(FMT) ? 16 : 32;
 #pragma unroll
   for (int i = 0; i < 16; ++i) words[i] = 0;
 #pragma unroll
@@ -454,7 +456,7 @@ __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a
   const int lane = threadIdx.x % kLanes, cg = threadIdx.x / kLanes;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kColGroups * NC) + cg * NC;
   const int64_t nchunks = a.K / kChunk;
-  constexpr int cb = FMT == GS_FMT_BF16 ? 64 : (FMT == GS_FMT_MXFP4 || FMT == GS_FMT_NVFP4 || FMT == GS_FMT_Q4_0) ? 16 : 32;
+  constexpr int cb = FMT == GS_FMT_BF16 ? 64 : gs_fmt_4bit(FMT) ? 16 : 32;
   constexpr int ce = FMT == GS_FMT_BF16 ? 32 : cb;  // storage elements along K per chunk
   constexpr int eb = FMT == GS_FMT_BF16 ? 2 : 1;
 
@@ -2623,7 +2625,7 @@ inline void gs_launch_cuda_core(const GsMoeArgs& a, hipStream_t stream, int64_t 
 
 // The CUDA-core kernel's launchers, one per translation unit (the unit note above): decode slots of 1 and of up
 // to 4 rows, or 16-row tiles (slots of more than 4 rows where no tensor-core kernel runs, looping over 16-row
-// groups); each for the 8- and 16-bit formats or for the 4-bit ones (gs_moe_gemm_launch picks by format).
+// groups); each for the 8- and 16-bit formats or for the 4-bit ones (gs_fmt_4bit; gs_moe_gemm_launch picks).
 #define GS_MOE_DISPATCH_8_16BIT(fmt, CALL)                  \
   switch (fmt) {                                            \
     case GS_FMT_BF16: CALL(GS_FMT_BF16); break;             \
@@ -2919,7 +2921,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #endif
   // The CUDA-core kernel, rows per register tile by block_m: decode slots (1..16 rows) never loop; larger
   // block_m loops over 16-row groups.
-  const bool four_bit = a.fmt == GS_FMT_MXFP4 || a.fmt == GS_FMT_NVFP4 || a.fmt == GS_FMT_Q4_0;
+  const bool four_bit = gs_fmt_4bit(a.fmt);
   if (block_m <= 4)
     return four_bit ? gs_moe_gemm_launch_cuda_core_small_4bit(a, block_m, zero_rows, stream)
                     : gs_moe_gemm_launch_cuda_core_small(a, block_m, zero_rows, stream);
