@@ -195,13 +195,17 @@ def test_gpu_bitwise_equals_cpu_implementation(mix, shape):
 
 
 def test_checks_run_once_per_signature_and_a_new_signature_is_checked(monkeypatch):
-    """The eager call's host cost: _check_combine runs once per argument signature; another signature
-    (shape, stride, dtype, out_dtype) is checked again, so a bad argument after a good call is refused."""
+    """The eager call's host cost: the C++ kernels (moe_combine.torch.cpp) ask the planner op, and so
+    _check_combine, once per argument signature; another signature (shape, stride, dtype, out_dtype) is checked
+    again, so a bad argument after a good call is refused."""
     calls = []
     real = ops._check_combine
     monkeypatch.setattr(ops, "_check_combine", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(ops, "_PLANS", {})
     x, w, s, _ = _inputs(5, 3, 33)
+    torch.ops.graphsafe.moe_combine(x, w, s, 0.7, None)  # the C++ kernels are registered from here on
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("graphsafe::moe_combine", "CPU")
+    ops.cpu_module().clear_plans()
+    calls.clear()
     first = torch.ops.graphsafe.moe_combine(x, w, s, 0.7, None)
     assert torch.equal(torch.ops.graphsafe.moe_combine(x.clone(), w, s, 0.7, None), first)
     assert len(calls) == 1
@@ -209,6 +213,7 @@ def test_checks_run_once_per_signature_and_a_new_signature_is_checked(monkeypatc
     assert len(calls) == 2
     with pytest.raises(ValueError, match=r"expert_out.*allowed: torch\.float32"):
         torch.ops.graphsafe.moe_combine(x.half(), w, s, 0.7, None)
+    assert len(calls) == 3  # a refused signature is never kept
 
 
 def test_cached_call_with_a_strided_last_dimension_matches_the_contiguous_one():

@@ -4,7 +4,6 @@ refusals. CPU tests use small shapes (the g++ module builds once, ~10 s cold); G
 CUDA-core kernel with the CPU twin bit for bit, and the tensor-core kernel (kernel_path "tensor_core")
 with the twin within one bf16 rounding, run to run bitwise, and for NaN propagation."""
 
-import ctypes
 import os
 import pathlib
 import re
@@ -143,34 +142,21 @@ def test_cpp_entry_refuses_unknown_format_code():
         )
 
 
-def _capsule_named(name: bytes) -> object:
-    """A PyCapsule of another name over a dummy pointer (what a foreign library might hand over)."""
-    new = ctypes.pythonapi.PyCapsule_New
-    new.restype, new.argtypes = ctypes.py_object, (ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p)
-    return new(ctypes.addressof(_DUMMY), name, None)
-
-
-_DUMMY = ctypes.c_int64(0)
-_OTHER_NAME = b"another.plan"  # a capsule keeps the pointer to its name: this bytes object outlives it
-
-
-def test_cpp_run_takes_only_a_plan_that_plan_made():
-    """`run` reads its sizes and strides from the plan capsule: anything else is refused before a pointer is
-    read (a capsule of another name included), and a real plan runs."""
-    module = mo.cpu_module()
-    x = torch.ones(2, 32, dtype=torch.bfloat16)
-    w = torch.ones(1, 32, 8, dtype=torch.bfloat16)
-    bmap = torch.tensor([[0, 0, 2]], dtype=torch.int32)
-    out = torch.empty(2, 8, dtype=torch.bfloat16)
-    _, args = mo.module_and_args(x, w, None, None, bmap, "bf16", out, 2)
-    plan, workspace_bytes = module.plan(*args)
-    assert workspace_bytes == 0
-    ptrs = (x.data_ptr(), w.data_ptr(), 0, 0, bmap.data_ptr(), out.data_ptr(), 1, 0, 0)
-    for stranger in (object(), None, 7, module.plan(*args), _capsule_named(_OTHER_NAME)):
-        with pytest.raises(ValueError, match="plan must be the first item of what plan"):
-            module.run(stranger, *ptrs)
-    module.run(plan, *ptrs)
-    assert torch.equal(out, torch.full((2, 8), 32.0, dtype=torch.bfloat16))
+def test_eager_calls_reach_the_cpp_kernel_and_the_loader_checks_first():
+    """After the first call on the CPU the op has a C++ kernel at the CPU key (moe_gemm.torch.cpp), which the
+    dispatcher takes instead of the Python loader; the loader itself refuses bad arguments by name before it
+    builds or registers anything."""
+    x, q, bmap = _problem("bf16")
+    w, s, g = mo.kn_views(q)
+    with pytest.raises(ValueError, match=r"block_m must be a positive int"):
+        mo.moe_gemm_impl(x, w, s, g, bmap, "bf16", 0)
+    with pytest.raises(ValueError, match=r"fmt must be one of"):
+        mo.moe_gemm_impl(x, w, s, g, bmap, "int3", 4)
+    want = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "bf16", 4)
+    assert torch._C._dispatch_has_kernel_for_dispatch_key("graphsafe::moe_gemm", "CPU")
+    assert torch.equal(
+        mo.moe_gemm_impl(x, w, s, g, bmap, "bf16", 4), want
+    )  # the loader ends in the same call
 
 
 class _nan_fill:
@@ -772,24 +758,31 @@ def test_fp8_decode_of_every_byte_in_every_word_position_matches_torch(fmt: str,
 
 
 def test_checks_run_once_per_signature_and_a_new_signature_is_checked(monkeypatch):
-    """The eager call's host cost: _validate and the workspace query run once per argument signature (shapes,
-    strides, dtypes, devices, fmt, block_m, 16-byte alignment of x and w); a call with another signature is
-    checked again, so a bad argument after a good call is still refused by name."""
+    """The eager call's host cost: the C++ kernel asks the planner op (and so _validate) once per argument
+    signature (shapes, strides, dtypes, devices, fmt, block_m, 16-byte alignment of every tensor); a call with
+    another signature is checked again, so a bad argument after a good call is still refused by name."""
     calls = []
     real = mo._validate
     monkeypatch.setattr(mo, "_validate", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(mo, "_PLANS", {})
     x, q, bmap = _problem("mxfp8")
     w, s, g = mo.kn_views(q)
+    torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "mxfp8", 4)  # the C++ kernel is registered from here on
+    mo.cpu_module().clear_plans()
+    calls.clear()
     first = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "mxfp8", 4)
     second = torch.ops.graphsafe.moe_gemm(x.clone(), w, s, g, bmap, "mxfp8", 4)
     assert len(calls) == 1 and torch.equal(first, second)
     torch.ops.graphsafe.moe_gemm(x[:-1], w, s, g, bmap, "mxfp8", 4)  # one row fewer: a new signature
     assert len(calls) == 2
+    torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "mxfp8", 16)  # another block_m: a new signature
+    assert len(calls) == 3
     with pytest.raises(ValueError, match=r"x must be a 2-D torch\.bfloat16"):
         torch.ops.graphsafe.moe_gemm(x.half(), w, s, g, bmap, "mxfp8", 4)
     with pytest.raises(ValueError, match=r"block_map must be torch\.int32"):
         torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap.long(), "mxfp8", 4)
+    with pytest.raises(ValueError, match=r"fmt must be one of"):
+        torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "mxfp9", 4)
+    assert len(calls) == 6  # a refused signature is never kept: each refusal asked Python
 
 
 def test_cached_call_with_a_strided_block_map_matches_the_contiguous_one():
@@ -855,84 +848,40 @@ def test_gpu_ring_mxfp4_scale_fold_bounds(block_m):
 
 
 @pytest.mark.gpu
-def test_gpu_eager_workspace_is_per_thread_and_stream_and_a_capture_gets_its_own():
-    """ops.py's workspace rule for the f16 x of the fp8 / MXFP4 tensor-core paths: eager calls of one host thread
-    on one stream reuse one buffer (no allocation per call), another stream or another thread gets its own, and a
-    call under capture takes a buffer from the graph's pool, so replays after eager calls (which rewrite the eager
-    buffer with other rows) still give the captured inputs' result, bit for bit an eager call's."""
+def test_gpu_workspace_per_call_on_streams_threads_and_under_capture():
+    """The workspace rule (moe_gemm.torch.cpp) for the f16 x of the fp8 / MXFP4 tensor-core paths: each call
+    takes its workspace from torch's allocator on its stream. Calls on a second stream and from a second thread
+    give the first call's bits, and a call captured in a graph keeps its own: replays after eager calls with
+    other rows still give the captured inputs' result, bit for bit an eager call's."""
     import threading
 
     x, q, bmap = _problem("mxfp8", e=4, n=136, k=288, sizes=(16, 3, 0, 9), slack=4, block_m=16, seed=21)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
-    mo._SCRATCH.__dict__.clear()
+    assert mo.kernel_path(xd, qd, bd, 16) == "tensor_core"  # MXFP8's ring: f16 x in the workspace
     want = mo.moe_gemm(xd, qd, bd, 16)
-    cache = mo._SCRATCH.__dict__
-    assert len(cache) == 1
-    ((key, ws),) = cache.items()
-    mo.moe_gemm(xd, qd, bd, 16)
-    assert cache[key].data_ptr() == ws.data_ptr()  # reused, not reallocated
     side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         on_side = mo.moe_gemm(xd, qd, bd, 16)
     torch.cuda.current_stream().wait_stream(side)
-    assert len(cache) == 2 and torch.equal(on_side.view(torch.int16), want.view(torch.int16))
+    assert torch.equal(on_side.view(torch.int16), want.view(torch.int16))
     seen = {}
 
     def worker():
         seen["out"] = mo.moe_gemm(xd, qd, bd, 16)
         torch.cuda.current_stream().synchronize()
-        seen["cache"] = dict(mo._SCRATCH.__dict__)
 
     thread = threading.Thread(target=worker)
     thread.start()
     thread.join()
-    assert len(seen["cache"]) == 1 and next(iter(seen["cache"].values())).data_ptr() != ws.data_ptr()
     assert torch.equal(seen["out"].view(torch.int16), want.view(torch.int16))
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured = mo.moe_gemm(xd, qd, bd, 16)
-    assert len(cache) == 2 and cache[key].data_ptr() == ws.data_ptr()  # the capture did not touch the cache
     other = torch.randn_like(xd, dtype=torch.float32).to(torch.bfloat16)
     for _ in range(2):
-        mo.moe_gemm(other, qd, bd, 16)  # rewrites the eager buffer with other rows
+        mo.moe_gemm(other, qd, bd, 16)  # eager calls with other rows between replays
         graph.replay()
     torch.cuda.synchronize()
     assert torch.equal(captured.view(torch.int16), want.view(torch.int16))
-
-
-def test_workspace_rule_reuses_per_thread_and_stream_and_never_under_capture():
-    """ops.py's workspace rule as a policy, without a GPU (a stand-in module answers `capturing`): one buffer per
-    (host thread, device, stream), grown when a call needs more, kept when it needs less; another stream or
-    thread gets its own; a capturing stream always gets a fresh buffer and leaves the cache alone."""
-    import threading
-
-    class Module:
-        def __init__(self) -> None:
-            self.capturing_streams: set[int] = set()
-
-        def capturing(self, stream: int) -> bool:
-            return stream in self.capturing_streams
-
-    module, cpu = Module(), torch.device("cpu")
-    mo._SCRATCH.__dict__.clear()
-    first = mo._eager_workspace(64, cpu, 0, 7, module)
-    assert mo._eager_workspace(64, cpu, 0, 7, module) is first
-    assert mo._eager_workspace(16, cpu, 0, 7, module) is first  # smaller: the same buffer
-    other_stream = mo._eager_workspace(64, cpu, 0, 8, module)
-    other_device = mo._eager_workspace(64, cpu, 1, 7, module)
-    assert other_stream is not first and other_device is not first and other_device is not other_stream
-    grown = mo._eager_workspace(128, cpu, 0, 7, module)
-    assert grown is not first and grown.numel() == 128
-    assert mo._eager_workspace(64, cpu, 0, 7, module) is grown
-    module.capturing_streams.add(7)
-    captured = [mo._eager_workspace(64, cpu, 0, 7, module) for _ in range(2)]
-    assert captured[0] is not grown and captured[1] is not captured[0]
-    assert mo._SCRATCH.__dict__[(0, 7)] is grown
-    module.capturing_streams.clear()
-    seen = []
-    thread = threading.Thread(target=lambda: seen.append(mo._eager_workspace(64, cpu, 0, 7, module)))
-    thread.start()
-    thread.join()
-    assert seen[0] is not grown and mo._eager_workspace(64, cpu, 0, 7, module) is grown
-    mo._SCRATCH.__dict__.clear()

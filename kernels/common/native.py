@@ -12,6 +12,11 @@ Translation units (``sources``): a family may split its module, for build speed,
   * ``<stem>.bind.cpp``: the pybind11 layer, host C++ only, in both the CPU and the device module: g++
     compiles it beside the kernels (nvcc's cudafe++ and host pass never see pybind11's headers), at -O1
     (``BIND_FLAGS``), and the CPU twin and the kernels share one set of entry points and argument checks;
+  * ``<stem>.torch.cpp``: the dispatcher layer, host C++ only, in both modules: the family's ops as C++ kernels
+    at torch's device key (``CPU`` in the CPU module, ``CUDA`` in the device one; ROCm builds of torch route HIP
+    tensors through ``CUDA`` too), so that an eager call goes from torch's dispatcher to the launch without
+    Python (kernels/common/gs_torch.h says how). g++ compiles it against torch's headers (``torch_unit_flags``)
+    and the module links libc10 and libtorch_cpu, which the imported torch has loaded already;
   * ``<stem>.<part>.hip``: more device code, each its own compiler process, linked into the same module; a
     part may include ``<stem>.hip`` and compile a share of its kernels, which the main source then leaves out
     (it is compiled with ``SPLIT_FLAGS``; moe_gemm.prefill.hip takes the prefill kernels).
@@ -32,12 +37,15 @@ import pathlib
 import sys
 import types
 
+import torch
+
 from harness.native import build as native_build
 
 COMMON_DIR = pathlib.Path(__file__).resolve().parent
 SOURCE_SUFFIXES = (".hip", ".cpp", ".h", ".hpp")
 DEVICES = ("cpu", "gpu")
 BIND_SUFFIX = ".bind.cpp"
+TORCH_SUFFIX = ".torch.cpp"
 # A binding unit is argument conversion around one call: -O1 (after the family's own flags, so cpu_moe's -O3
 # stays on its math) takes 28% off the compiler CPU of moe_gemm.bind.cpp (17.0 -> 12.2 s on the 2-core box;
 # 10.2 s at -O2 on the H200 made it the critical unit of both moe_gemm builds), and a 19-argument moe_combine
@@ -74,8 +82,33 @@ def sources(family_dir: pathlib.Path, stem: str, device: str) -> list[pathlib.Pa
         raise FileNotFoundError(
             f"op family {family_dir.name!r} has no {device} source: looked for {looked} in {family_dir}"
         )
-    bind = family_dir / f"{stem}{BIND_SUFFIX}"
-    return [*found, bind] if bind.is_file() else found
+    layers = [family_dir / f"{stem}{suffix}" for suffix in (BIND_SUFFIX, TORCH_SUFFIX)]
+    return [*found, *(p for p in layers if p.is_file())]
+
+
+def torch_unit_flags(backend: str) -> tuple[str, ...]:
+    """The compile flags of a ``<stem>.torch.cpp``: torch's include folders, its C++ ABI, its version (so that
+    another torch rebuilds the module: its headers are not hashed, 10,000 of them), C++20 (torch 2.13's headers
+    use C++20 bit-field initializers) at -O1 like a binding unit, and the dispatch key the unit registers at."""
+    from torch.utils import cpp_extension
+
+    key = "CPU" if backend == "cpu" else "CUDA"
+    return (
+        "-std=c++20",
+        *BIND_FLAGS,
+        f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        f"-DGS_TORCH_VERSION={torch.__version__}-{torch.version.git_version}",
+        f"-DGS_TORCH_DISPATCH_KEY={key}",
+        *(f"-I{d}" for d in cpp_extension.include_paths()),
+    )
+
+
+def torch_link_flags(backend: str) -> tuple[str, ...]:
+    """Link arguments of a module with a dispatcher unit: torch's libc10 and libtorch_cpu, found at run time by
+    soname among the libraries the imported torch loaded, and by rpath otherwise."""
+    lib = pathlib.Path(torch.__file__).resolve().parent / "lib"
+    rpath = f"-Xlinker=-rpath={lib}" if backend == "cuda" else f"-Wl,-rpath,{lib}"
+    return (f"-L{lib}", "-lc10", "-ltorch_cpu", rpath)
 
 
 def declare(family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()) -> None:
@@ -120,6 +153,8 @@ def build(
     paths = sources(family_dir, stem, "cpu" if backend == "cpu" else "gpu")
     flags = (f"-DGS_FAMILY_SOURCES_SHA={_family_digest(family_dir)}", *extra_flags)
     unit_flags = {p: BIND_FLAGS for p in paths if p.name.endswith(BIND_SUFFIX)}
+    dispatcher = [p for p in paths if p.name.endswith(TORCH_SUFFIX)]
+    unit_flags.update({p: torch_unit_flags(backend) for p in dispatcher})
     main = family_dir / f"{stem}.hip"
     if any(p.name.endswith(".hip") and p != main for p in paths):
         unit_flags[main] = SPLIT_FLAGS  # the main source leaves its parts' code to them
@@ -131,6 +166,7 @@ def build(
         backend=backend,
         arch=arch,
         extra_flags=flags,
+        link=torch_link_flags(backend) if dispatcher else (),
     )
 
 

@@ -101,30 +101,10 @@ def _check_combine(op: str, expert_out, weights, shared, gate_logit, out_dtype):
     return T, K, H, _out_dtype(op, out_dtype, expert_out.dtype), gate_logit
 
 
-def _inner_contiguous_already(t: torch.Tensor) -> bool:
-    return t.shape[-1] <= 1 or t.stride(-1) == 1
-
-
-def _inner_contiguous(t: torch.Tensor) -> torch.Tensor:
-    """Kernels take row strides but need unit stride in the last dimension."""
-    return t if _inner_contiguous_already(t) else t.contiguous()
-
-
-def _stride(t: torch.Tensor | None, dim: int) -> int:
-    return 0 if t is None else t.stride(dim)
-
-
 # --------------------------------------------------------------------------------- implementations
-# A plan is what the checks above conclude for one argument signature (shapes, strides, dtypes, devices,
-# out_dtype, defect): the module, the dtype codes and the strides handed to C++. Each signature is checked
-# once; later calls with it build a key, look it up and launch (the per-call host cost bench/moe_combine.py
-# reports as host_us). Bounded: a server whose token count changes every step meets a few thousand keys.
-_PLANS: dict[tuple, tuple] = {}
-_PLAN_LIMIT = 4096
-
-
-def _meta(t: torch.Tensor | None) -> tuple | None:
-    return None if t is None else (t.shape, t.stride(), t.dtype, t.device)
+# Planner ops: the family's C++ kernels (moe_combine.torch.cpp) call them once per argument signature (shapes,
+# strides, dtypes, devices, out_dtype, defect); they refuse bad arguments by name and return what C++ needs as a
+# list of ints.
 
 
 def _device_index(device: torch.device) -> int:
@@ -140,42 +120,49 @@ def _module(index: int) -> types.ModuleType:
     return cpu_module() if index < 0 else gpu_module()
 
 
-def _stream(index: int) -> int:
-    """The current stream's handle; torch's raw-stream accessor, which creates no Stream object."""
-    return 0 if index < 0 else torch._C._cuda_getCurrentRawStream(index)
-
-
-def _remember(key: tuple, plan: tuple) -> tuple:
-    if len(_PLANS) >= _PLAN_LIMIT:
-        _PLANS.clear()
-    _PLANS[key] = plan
-    return plan
-
-
-def _combine_plan(key, expert_out, weights, shared, gate_logit, out_dtype, defect) -> tuple:
+def moe_combine_plan(
+    expert_out: torch.Tensor,
+    weights: torch.Tensor,
+    shared: torch.Tensor | None,
+    gate_logit: torch.Tensor | None,
+    out_dtype: torch.dtype | None,
+    defect: int,
+) -> list[int]:
+    """graphsafe::_moe_combine_plan, for moe_combine (gate_logit None), moe_combine_gate and the negative
+    control: [out dtype code, expert_out dtype code, shared dtype code or 0, gate_logit's row stride or 0]."""
     op = "moe_combine" if gate_logit is None else "moe_combine_gate"
     if gate_logit is not None and shared is None:
         raise ValueError(f"{op}: shared is required (the gate scales the shared expert's output)")
     if defect not in DEFECTS:
         raise ValueError(f"{op}: defect must be one of {DEFECTS}, got {defect!r}")
-    T, K, H, dtype, gate_1d = _check_combine(op, expert_out, weights, shared, gate_logit, out_dtype)
-    index = _device_index(expert_out.device)
-    # None: a last dimension with a stride other than 1, copied per call (strides taken from the copies).
-    strides = None
-    if _inner_contiguous_already(expert_out) and (shared is None or _inner_contiguous_already(shared)):
-        strides = (
-            expert_out.stride(0),
-            expert_out.stride(1),
-            weights.stride(0),
-            weights.stride(1),
-            _stride(shared, 0),
-        )
-    plan = (
-        _module(index), index, T, K, H, dtype, DTYPE_CODES[dtype], DTYPE_CODES[expert_out.dtype],
-        0 if shared is None else DTYPE_CODES[shared.dtype], strides,
+    _T, _K, _H, dtype, gate_1d = _check_combine(op, expert_out, weights, shared, gate_logit, out_dtype)
+    _device_index(expert_out.device)
+    return [
+        DTYPE_CODES[dtype],
+        DTYPE_CODES[expert_out.dtype],
+        0 if shared is None else DTYPE_CODES[shared.dtype],
         0 if gate_1d is None else gate_1d.stride(0),
-    )  # fmt: skip
-    return _remember(key, plan)
+    ]
+
+
+def shared_expert_gate_plan(
+    gate_logit: torch.Tensor, shared: torch.Tensor, out_dtype: torch.dtype | None
+) -> list[int]:
+    """graphsafe::_shared_expert_gate_plan: [out dtype code, shared dtype code, 0, gate_logit's row stride]."""
+    op = "shared_expert_gate"
+    _storage(op, "shared", shared)
+    if shared.dim() != 2:
+        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
+    gate_1d = _gate_1d(op, gate_logit, shared.shape[0])
+    _same_device(op, gate_logit=gate_1d, shared=shared)
+    dtype = _out_dtype(op, out_dtype, shared.dtype)
+    _device_index(shared.device)
+    return [DTYPE_CODES[dtype], DTYPE_CODES[shared.dtype], 0, gate_1d.stride(0)]
+
+
+def _load(qualname: str, device: torch.device) -> None:
+    """The loaders' step (kernels/common/custom_ops.py, native ops): the device's module registers its kernels."""
+    custom_ops.register_native(qualname, _module(_device_index(device)), device)
 
 
 def combine_impl(
@@ -187,70 +174,30 @@ def combine_impl(
     out_dtype: torch.dtype | None,
     defect: int = 0,
 ) -> torch.Tensor:
-    """moe_combine (gate_logit None) or moe_combine_gate; ``defect`` != 0 only for negative controls."""
-    key = (defect, out_dtype, _meta(expert_out), _meta(weights), _meta(shared), _meta(gate_logit))
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _combine_plan(key, expert_out, weights, shared, gate_logit, out_dtype, defect)
-    module, index, T, K, H, dtype, out_code, eo_code, sh_code, strides, gate_sr = plan
-    if strides is None:
-        expert_out = _inner_contiguous(expert_out)
-        shared = None if shared is None else _inner_contiguous(shared)
-        strides = (
-            expert_out.stride(0),
-            expert_out.stride(1),
-            weights.stride(0),
-            weights.stride(1),
-            _stride(shared, 0),
+    """The loader of moe_combine (gate_logit None), moe_combine_gate and the negative control (``defect`` != 0):
+    checks, registers the device's C++ kernels, and calls the op again, which now reaches them."""
+    moe_combine_plan(expert_out, weights, shared, gate_logit, out_dtype, defect)
+    if gate_logit is not None:
+        _load("graphsafe::moe_combine_gate", expert_out.device)
+        return torch.ops.graphsafe.moe_combine_gate.default(
+            expert_out, weights, shared, gate_logit, routed_scale, out_dtype
         )
-    out = torch.empty((T, H), dtype=dtype, device=expert_out.device)
-    common = (
-        out.data_ptr(), out_code, expert_out.data_ptr(), eo_code, weights.data_ptr(),
-        0 if shared is None else shared.data_ptr(), sh_code,
-    )  # fmt: skip
-    if gate_logit is None:
-        module.moe_combine(
-            *common, T, K, H, out.stride(0), *strides, float(routed_scale), _stream(index), defect
+    if defect:
+        _load("graphsafe::moe_combine_negative_control", expert_out.device)
+        return torch.ops.graphsafe.moe_combine_negative_control.default(
+            expert_out, weights, shared, routed_scale, out_dtype, defect
         )
-    else:
-        module.moe_combine_gate(
-            *common, gate_logit.data_ptr(), T, K, H, out.stride(0), *strides, gate_sr, float(routed_scale),
-            _stream(index), defect,
-        )  # fmt: skip
-    return out
-
-
-def _gate_plan(key, gate_logit, shared, out_dtype) -> tuple:
-    op = "shared_expert_gate"
-    _storage(op, "shared", shared)
-    if shared.dim() != 2:
-        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
-    T, C = shared.shape
-    gate_1d = _gate_1d(op, gate_logit, T)
-    _same_device(op, gate_logit=gate_1d, shared=shared)
-    dtype = _out_dtype(op, out_dtype, shared.dtype)
-    index = _device_index(shared.device)
-    plan = (_module(index), index, T, C, dtype, DTYPE_CODES[dtype], DTYPE_CODES[shared.dtype],
-            not _inner_contiguous_already(shared), gate_1d.stride(0))  # fmt: skip
-    return _remember(key, plan)
+    _load("graphsafe::moe_combine", expert_out.device)
+    return torch.ops.graphsafe.moe_combine.default(expert_out, weights, shared, routed_scale, out_dtype)
 
 
 def shared_expert_gate_impl(
     gate_logit: torch.Tensor, shared: torch.Tensor, out_dtype: torch.dtype | None
 ) -> torch.Tensor:
-    key = ("gate", out_dtype, _meta(gate_logit), _meta(shared))
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _gate_plan(key, gate_logit, shared, out_dtype)
-    module, index, T, C, dtype, out_code, sh_code, copy_shared, gate_sr = plan
-    if copy_shared:
-        shared = shared.contiguous()
-    out = torch.empty((T, C), dtype=dtype, device=shared.device)
-    module.shared_expert_gate(
-        out.data_ptr(), out_code, gate_logit.data_ptr(), shared.data_ptr(), sh_code,
-        T, C, out.stride(0), gate_sr, shared.stride(0), _stream(index),
-    )  # fmt: skip
-    return out
+    """The loader of shared_expert_gate (combine_impl's note)."""
+    shared_expert_gate_plan(gate_logit, shared, out_dtype)
+    _load("graphsafe::shared_expert_gate", shared.device)
+    return torch.ops.graphsafe.shared_expert_gate.default(gate_logit, shared, out_dtype)
 
 
 # ------------------------------------------------------------------------------------ registration
@@ -329,9 +276,23 @@ def _negative_control_fake(expert_out, weights, shared=None, routed_scale=1.0, o
     return expert_out.new_empty((T, H), dtype=dtype)
 
 
-custom_ops.define("graphsafe::shared_expert_gate", shared_expert_gate, _shared_expert_gate_fake)
-custom_ops.define("graphsafe::moe_combine", moe_combine, _moe_combine_fake)
-custom_ops.define("graphsafe::moe_combine_gate", moe_combine_gate, _moe_combine_gate_fake)
+custom_ops.define("graphsafe::shared_expert_gate", shared_expert_gate, _shared_expert_gate_fake, native=True)
+custom_ops.define("graphsafe::moe_combine", moe_combine, _moe_combine_fake, native=True)
+custom_ops.define("graphsafe::moe_combine_gate", moe_combine_gate, _moe_combine_gate_fake, native=True)
 custom_ops.define(
-    "graphsafe::moe_combine_negative_control", moe_combine_negative_control, _negative_control_fake
+    "graphsafe::moe_combine_negative_control",
+    moe_combine_negative_control,
+    _negative_control_fake,
+    native=True,
+)
+custom_ops.define_planner(
+    "graphsafe::_moe_combine_plan",
+    moe_combine_plan,
+    "(Tensor expert_out, Tensor weights, Tensor? shared, Tensor? gate_logit, ScalarType? out_dtype, int defect)"
+    " -> int[]",
+)
+custom_ops.define_planner(
+    "graphsafe::_shared_expert_gate_plan",
+    shared_expert_gate_plan,
+    "(Tensor gate_logit, Tensor shared, ScalarType? out_dtype) -> int[]",
 )

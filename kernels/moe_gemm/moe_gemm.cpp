@@ -60,7 +60,7 @@ void moe_gemm_cpu(const GsMoeArgs& a, int zero_unwritten) {
 
 }  // namespace
 
-// The module's entry points (moe_gemm.hip declares them; moe_gemm.bind.cpp checks the arguments first).
+// The module's entry points (moe_gemm.hip declares them; moe_gemm.entry.h checks the arguments first).
 const char* gs_moe_gemm_run(GsMoeArgs a, int /*block_m*/, int zero_unwritten, uintptr_t /*stream*/) {
   // block_m only picks the GPU register tile (the CPU walks each slot's rows directly); the CPU twin reads x as
   // it is, so it needs no workspace.
@@ -69,4 +69,3 @@ const char* gs_moe_gemm_run(GsMoeArgs a, int /*block_m*/, int zero_unwritten, ui
 }
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& /*a*/, int /*block_m*/) { return false; }
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& /*a*/, int /*block_m*/) { return 0; }
-bool gs_moe_gemm_capturing(uintptr_t /*stream*/) { return false; }  // no graphs on the CPU

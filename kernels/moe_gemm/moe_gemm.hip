@@ -242,20 +242,18 @@ inline void gs_load_chunk_strided(const GsMoeArgs& a, int64_t e, int64_t chunk, 
 }
 
 // ------------------------------------------------------------------------------------------ entry points
-// What the Python module (moe_gemm.bind.cpp, host C++ built by g++ beside this file: kernels/common/native.py,
-// "Translation units") calls, after it has refused every bad argument. This file defines them over the
+// What moe_gemm.entry.h calls for the Python module and the dispatcher unit (moe_gemm.bind.cpp,
+// moe_gemm.torch.cpp: host C++ built by g++ beside this file, kernels/common/native.py, "Translation units"),
+// after it has refused every bad argument. This file defines them over the
 // kernels below, moe_gemm.cpp over the CPU twin.
 //   gs_moe_gemm_run: one GEMM on `stream` (a hipStream_t / cudaStream_t; the CPU twin computes before it
 //     returns); `a` carries the workspace pointers whenever gs_moe_gemm_workspace(a, block_m) > 0. Returns
 //     null, or the runtime's error text.
 //   gs_moe_gemm_tensor_core: whether a tensor-core (or matrix-core) kernel takes this call.
 //   gs_moe_gemm_workspace: device workspace bytes this call needs (0 on the CPU and the CUDA-core path).
-//   gs_moe_gemm_capturing: whether `stream` is capturing a graph (or its status cannot be read): ops.py then
-//     gives the call a workspace of its own instead of the eager calls' cached one (its workspace rule).
 const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintptr_t stream);
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m);
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
-bool gs_moe_gemm_capturing(uintptr_t stream);
 
 #ifndef GS_BACKEND_HOST
 // Translation units (kernels/common/native.py): the module's build compiles this file with -DGS_SPLIT_UNITS
@@ -2929,21 +2927,12 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
                   : gs_moe_gemm_launch_cuda_core_16(a, zero_rows, stream);
 }
 
-// The module's entry points (declared above, called by moe_gemm.bind.cpp) over the launcher.
+// The module's entry points (declared above, called through moe_gemm.entry.h) over the launcher.
 const char* gs_moe_gemm_run(GsMoeArgs a, int block_m, int zero_unwritten, uintptr_t stream) {
   const hipError_t err = gs_moe_gemm_launch(a, block_m, zero_unwritten, reinterpret_cast<hipStream_t>(stream));
   return err == hipSuccess ? nullptr : hipGetErrorString(err);
 }
 bool gs_moe_gemm_tensor_core(const GsMoeArgs& a, int block_m) { return gs_moe_gemm_uses_mma(a, block_m); }
 int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m) { return gs_moe_workspace_bytes(a, block_m); }
-bool gs_moe_gemm_capturing(uintptr_t stream) {
-  hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
-  const hipError_t err = hipStreamIsCapturing(reinterpret_cast<hipStream_t>(stream), &status);
-  if (err != hipSuccess) {
-    (void)hipGetLastError();  // leave no sticky error behind for the launch that follows
-    return true;
-  }
-  return status != hipStreamCaptureStatusNone;
-}
 #endif  // GS_MOE_MAIN_UNIT
 #endif  // !GS_BACKEND_HOST

@@ -27,7 +27,6 @@ fake implementation too, before any pointer reaches C++.
 from __future__ import annotations
 
 import pathlib
-import threading
 import types
 
 import torch
@@ -125,62 +124,34 @@ def _validate(x, w, w_scale, w_global, block_map, fmt) -> tuple[int, int, int]:
     return r, k, n
 
 
-# A plan is what _validate concludes for one argument signature (shapes, strides, dtypes, devices, fmt,
-# block_m, and whether x and w start on 16 bytes, which picks the kernel): the module, the output size and
-# the C++ plan (GsMoePlan: the checked sizes, strides and kernel flags, and the workspace the launch needs).
-# Each signature is checked once; later calls build a key, look it up and make one pybind call with the C++
-# plan and the pointers (the per-call host cost bench/moe_gemm.py reports as host_us). The key is one flat
-# tuple: a 4-tuple per tensor (shape, stride, dtype, device) nested in it took 3.3-4.1 us to build and look up
-# on the loaded 2-core build box against 2.9 us flat (host_parts.py and cpu_host_parts.txt in
-# reports/measurements/h200-2026-12-02-session6-kernels). Bounded: a server whose token count changes every
-# step meets a few thousand keys.
-_PLANS: dict[tuple, tuple] = {}
-_PLAN_LIMIT = 4096
-
-
-def _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m) -> tuple:
-    r, _k, n = _validate(x, w, w_scale, w_global, block_map, fmt)
+def _check_block_m(block_m) -> None:
     if not isinstance(block_m, int) or block_m < 1:
         raise ValueError(f"moe_gemm: block_m must be a positive int, got {block_m!r}")
-    index = -1 if x.device.type == "cpu" else x.device.index
-    probe_map = block_map.contiguous()
-    probe_out = torch.empty(r, n, dtype=torch.bfloat16, device=x.device)
-    module, args = module_and_args(x, w, w_scale, w_global, probe_map, fmt, probe_out, block_m)
-    cplan, workspace_bytes = module.plan(*args)
-    if len(_PLANS) >= _PLAN_LIMIT:
-        _PLANS.clear()
-    plan = (module, index, r, n, not block_map.is_contiguous(), workspace_bytes, cplan)
-    _PLANS[key] = plan
-    return plan
 
 
-# The workspace rule. The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the call's first kernel
-# (moe_gemm.hip, gs_moe_prepare_rows) writes into a workspace of workspace_bytes (f16 [R, K] and f32 [R]) and
-# the GEMM kernel after it reads; every byte the GEMM reads is written by the same call's first kernel (all R
-# rows, all K), so no call ever reads another call's scratch. Who may share a buffer:
-#  * eager calls made by one host thread on one stream: they run in the stream's order, each call's two kernels
-#    back to back, so one buffer per (host thread, device, stream) serves them all (_eager_workspace). Two
-#    threads on one stream would interleave their calls' kernels (A's first kernel, B's first kernel, A's GEMM
-#    reading B's x), so the cache is per thread; two streams would overlap, so it is per stream. The buffer is
-#    allocated while that stream is current, so the caching allocator orders its reuse after that stream's work
-#    when a larger call replaces it;
-#  * a call under CUDA-graph capture gets a buffer of its own from the graph's private pool (torch.empty during
-#    capture) that lives as long as the graph: a replay then never shares scratch with an eager call or with
-#    another graph, which may run on other streams at the same time.
-# An eager cache keeps its largest buffer (at DSv3-prefill, 4096 x 7168 rows of x: 59 MB) for the thread's life.
-# The saving: one torch.empty per eager call (a CPU torch.empty took 1.1-2.5 us on the 2-core build box; the
-# CUDA one was not timed apart: bench/moe_gemm.py's host_us and host_parts.py measure it on a GPU).
-_SCRATCH = threading.local()
+def _module_for(device: torch.device) -> types.ModuleType:
+    if device.type == "cpu":
+        return cpu_module()
+    if device.type == "cuda":
+        return gpu_module()
+    raise ValueError(f"moe_gemm: device {device} is not supported; allowed: cpu, cuda (NVIDIA or ROCm)")
 
 
-def _eager_workspace(nbytes: int, device: torch.device, index: int, stream: int, module) -> Tensor:
-    if module.capturing(stream):
-        return torch.empty(nbytes, dtype=torch.uint8, device=device)
-    cache = _SCRATCH.__dict__
-    ws = cache.get((index, stream))
-    if ws is None or ws.numel() < nbytes:
-        ws = cache[(index, stream)] = torch.empty(nbytes, dtype=torch.uint8, device=device)
-    return ws
+def moe_gemm_plan(
+    x: Tensor,
+    w: Tensor,
+    w_scale: Tensor | None,
+    w_global: Tensor | None,
+    block_map: Tensor,
+    fmt: str,
+    block_m: int,
+) -> list[int]:
+    """The planner op graphsafe::_moe_gemm_plan, which the C++ kernel (moe_gemm.torch.cpp) calls once per
+    argument signature: the checks (ValueError naming the argument and the allowed values), then what C++ needs
+    to build the signature's plan: [format code, scale K block, scale N block]."""
+    _validate(x, w, w_scale, w_global, block_map, fmt)
+    _check_block_m(block_m)
+    return [FORMAT_CODES[fmt], SCALE_K_BLOCK.get(fmt, 0), SCALE_N_BLOCK.get(fmt, 1)]
 
 
 def moe_gemm_impl(
@@ -193,39 +164,18 @@ def moe_gemm_impl(
     block_m: int,
     zero_unwritten: bool = True,
 ) -> Tensor:
-    xp, wp = x.data_ptr(), w.data_ptr()
-    key = (
-        fmt, block_m, x.shape, x.stride(), x.dtype, x.device, w.shape, w.stride(), w.dtype, w.device,
-        None if w_scale is None else (w_scale.shape, w_scale.stride(), w_scale.dtype, w_scale.device),
-        None if w_global is None else (w_global.shape, w_global.stride(), w_global.dtype, w_global.device),
-        block_map.shape, block_map.stride(), block_map.dtype, block_map.device, xp & 15, wp & 15,
-    )  # fmt: skip
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _plan(key, x, w, w_scale, w_global, block_map, fmt, block_m)
-    module, index, r, n, copy_map, nbytes, cplan = plan
-    if copy_map:
-        block_map = block_map.contiguous()  # [S, 3] int32, a few hundred bytes; alive until the launch below
-    out = x.new_empty(r, n)  # bf16 on x's device, as _validate requires of x
-    stream = 0 if index < 0 else torch._C._cuda_getCurrentRawStream(index)
-    workspace = _eager_workspace(nbytes, x.device, index, stream, module) if nbytes else None
-    module.run(
-        cplan, xp, wp, 0 if w_scale is None else w_scale.data_ptr(), 0 if w_global is None else w_global.data_ptr(),
-        block_map.data_ptr(), out.data_ptr(), int(zero_unwritten), 0 if workspace is None else workspace.data_ptr(),
-        stream,
-    )  # fmt: skip
-    return out
+    """The loader (kernels/common/custom_ops.py, native ops): the first call on a kind of device checks the
+    arguments, builds or loads the device's module, registers its C++ kernel and calls the op again."""
+    _validate(x, w, w_scale, w_global, block_map, fmt)
+    _check_block_m(block_m)
+    custom_ops.register_native("graphsafe::moe_gemm", _module_for(x.device), x.device)
+    return moe_gemm_op(x, w, w_scale, w_global, block_map, fmt, block_m, zero_unwritten)
 
 
 def module_and_args(x, w, w_scale, w_global, block_map, fmt, out, block_m) -> tuple[types.ModuleType, list]:
     """The C++ module for x's device and the pointer/size/stride arguments both entry points share. The
     caller keeps every tensor whose pointer is passed alive (block_map must already be contiguous)."""
-    if x.device.type == "cpu":
-        module = cpu_module()
-    elif x.device.type == "cuda":
-        module = gpu_module()
-    else:
-        raise ValueError(f"moe_gemm: device {x.device} is not supported; allowed: cpu, cuda (NVIDIA or ROCm)")
+    module = _module_for(x.device)
     if not block_map.is_contiguous():
         raise ValueError("moe_gemm: internal: block_map must be made contiguous by the caller")
     s = w_scale if w_scale is not None else w
@@ -273,7 +223,12 @@ def _moe_gemm_fake(x, w, w_scale, w_global, block_map, fmt, block_m, zero_unwrit
     return x.new_empty(r, n)
 
 
-moe_gemm_op = custom_ops.define("graphsafe::moe_gemm", moe_gemm_impl, _moe_gemm_fake)
+moe_gemm_op = custom_ops.define("graphsafe::moe_gemm", moe_gemm_impl, _moe_gemm_fake, native=True)
+custom_ops.define_planner(
+    "graphsafe::_moe_gemm_plan",
+    moe_gemm_plan,
+    "(Tensor x, Tensor w, Tensor? w_scale, Tensor? w_global, Tensor block_map, str fmt, int block_m) -> int[]",
+)
 
 
 # ------------------------------------------------------------------------------------------ helpers

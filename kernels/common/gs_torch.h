@@ -1,0 +1,124 @@
+// gs_torch.h -- what a family's dispatcher unit (<stem>.torch.cpp) shares: an eager call from torch's
+// dispatcher to the launch without Python.
+//
+// Role: the op is defined (schema, fake implementation) in Python, kernels/common/custom_ops.py; the dispatcher
+// unit registers the C++ kernel at the device key (GS_TORCH_DISPATCH_KEY: CPU or CUDA) when Python asks
+// (`register_dispatch` of the family's module, once per process). Each call builds the argument signature
+// (gs_signature: every tensor's sizes, strides, dtype, device and 16-byte alignment, and the non-tensor
+// arguments the plan depends on) and looks up the plan. A signature not seen yet goes to the family's Python
+// planner op `graphsafe::_<op>_plan` through the dispatcher: Python refuses bad arguments (ValueError naming
+// the argument and the allowed values, the same checks the fake implementation makes) and returns the plan as
+// a list of ints, which this cache keeps. Python's dispatch of a kernel with this much work in Python cost
+// 19-60 us per eager call on the H200 host (reports/measurements/h200-2026-12-02-session12, bench/moe_gemm.py's
+// host_us; the split in h200-2026-12-02-session6-kernels/run1_diag.txt: key 3.8, output 3.3, dispatcher 6.4
+// and the pybind call 10.5 us of 26.7 for MXFP4 at one row).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <torch/library.h>
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#define GS_STR2(x) #x
+#define GS_STR(x) GS_STR2(x)
+
+using GsSignature = std::vector<int64_t>;
+
+inline void gs_signature_add(GsSignature& sig, const at::Tensor& t) {
+  const int64_t dim = t.dim();
+  sig.push_back(dim);
+  for (int64_t i = 0; i < dim; ++i) sig.push_back(t.size(i));
+  for (int64_t i = 0; i < dim; ++i) sig.push_back(t.stride(i));
+  sig.push_back(static_cast<int64_t>(t.scalar_type()));
+  sig.push_back(static_cast<int64_t>(t.device().type()) * 256 + t.device().index());
+  // Where the plan picks a kernel by alignment (moe_gemm's vector loads), the signature must tell them apart.
+  sig.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+}
+inline void gs_signature_add(GsSignature& sig, const std::optional<at::Tensor>& t) {
+  if (t.has_value()) {
+    gs_signature_add(sig, *t);
+  } else {
+    sig.push_back(-1);
+  }
+}
+
+struct GsSignatureHash {
+  size_t operator()(const GsSignature& sig) const noexcept {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the words
+    for (int64_t v : sig) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+// Plans by signature, for every thread (a mutex: the dispatcher calls kernels without the GIL). Bounded like
+// a Python cache would be: a server whose token count changes every step meets a few thousand signatures.
+template <class Plan>
+class GsPlanCache {
+ public:
+  bool find(const GsSignature& sig, Plan* plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = plans_.find(sig);
+    if (it == plans_.end()) return false;
+    *plan = it->second;
+    return true;
+  }
+  void put(const GsSignature& sig, const Plan& plan) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (plans_.size() >= kLimit) plans_.clear();
+    plans_[sig] = plan;
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    plans_.clear();
+  }
+
+ private:
+  static constexpr size_t kLimit = 4096;
+  std::mutex mutex_;
+  std::unordered_map<GsSignature, Plan, GsSignatureHash> plans_;
+};
+
+inline void gs_signature_add(GsSignature& sig, c10::string_view text) {
+  sig.push_back(static_cast<int64_t>(text.size()));
+  for (char c : text) sig.push_back(c);
+}
+
+// The stream torch's current-stream state names for the device (0 on the CPU), through the device guard
+// interface libc10 holds (torch registers its CUDA / ROCm implementation at import): no link to libc10_cuda.
+inline uintptr_t gs_current_stream(const c10::Device& device) {
+  if (device.is_cpu()) return 0;
+  c10::impl::VirtualGuardImpl guard(device.type());
+  return reinterpret_cast<uintptr_t>(guard.getStream(device).native_handle());
+}
+
+// A check of the C++ layer (gs_checks.h throws std::invalid_argument) reaches Python as ValueError, as it does
+// through pybind11; a launch error stays RuntimeError.
+template <class F>
+auto gs_value_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, e.what());
+  }
+}
+
+// The registration, held by the module for the process's life (Python's loader asks once per device kind).
+inline std::unique_ptr<torch::Library>& gs_dispatch_library() {
+  static std::unique_ptr<torch::Library> library;
+  return library;
+}
+inline torch::Library& gs_open_dispatch_library() {
+  auto& library = gs_dispatch_library();
+  if (!library)
+    library = std::make_unique<torch::Library>(torch::Library::IMPL, "graphsafe",
+                                               c10::DispatchKey::GS_TORCH_DISPATCH_KEY, __FILE__, __LINE__);
+  return *library;
+}
