@@ -7,7 +7,10 @@ through harness.check; the vllm.cpp#509 counterexamples get their verdicts; GPU 
 
 from __future__ import annotations
 
+import pathlib
 import shutil
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -17,6 +20,8 @@ from hypothesis import strategies as st
 from harness import Case, check
 from kernels.common import native
 from kernels.moe_combine import ops, reference
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 BF16, F32 = torch.bfloat16, torch.float32
 
@@ -175,6 +180,35 @@ def test_nvcc_builds_full_module_for_sm90():
     """Compile, link and import (importing needs no device) the whole pybind11 module for sm_90."""
     module = native.build(ops.FAMILY_DIR, "moe_combine", "cuda", arch="sm_90")
     assert hasattr(module, "moe_combine")
+
+
+_KEYS_SCRIPT = """
+import torch
+from kernels.common import native
+from kernels.moe_combine import ops
+def keys():
+    return [torch._C._dispatch_has_kernel_for_dispatch_key("graphsafe::moe_combine", k) for k in ("CPU", "CUDA")]
+native.build(ops.FAMILY_DIR, "moe_combine", "cuda", arch="sm_90").register_dispatch()
+print(*keys())
+ops.cpu_module().register_dispatch()
+print(*keys())
+x, w = torch.ones(2, 3, 4), torch.full((2, 3), 0.5)
+print(torch.ops.graphsafe.moe_combine(x, w, None, 1.0, None).tolist())
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
+def test_cpu_and_device_modules_register_at_their_own_keys():
+    """Both modules hold the same dispatcher unit (moe_combine.torch.cpp); each must register its kernels at its
+    own key. Loaded in one process, the device module first (no GPU needed to register), the CPU module's
+    kernels still land at CPU and run there (control: with gs_torch.h's registration held in an inline
+    function's static, g++ shares it between the modules and the CPU kernels went to CUDA)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _KEYS_SCRIPT], capture_output=True, text=True, cwd=ROOT, timeout=600
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.splitlines() == ["False True", "True True", str([[1.5] * 4] * 2)]
 
 
 @pytest.mark.gpu

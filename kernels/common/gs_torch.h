@@ -111,11 +111,14 @@ auto gs_value_errors(F&& f) -> decltype(f()) {
 }
 
 // The registration, held by the module for the process's life (Python's loader asks once per device kind).
-inline std::unique_ptr<torch::Library>& gs_dispatch_library() {
+// static, not inline: g++ makes a function-local static of an inline function one object per process
+// (STB_GNU_UNIQUE), which the CPU and the device module would share, and the second module would add its
+// kernels to the first one's dispatch key.
+static std::unique_ptr<torch::Library>& gs_dispatch_library() {
   static std::unique_ptr<torch::Library> library;
   return library;
 }
-inline torch::Library& gs_open_dispatch_library() {
+static torch::Library& gs_open_dispatch_library() {
   auto& library = gs_dispatch_library();
   if (!library)
     library = std::make_unique<torch::Library>(torch::Library::IMPL, "graphsafe",
