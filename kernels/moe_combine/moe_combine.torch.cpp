@@ -4,12 +4,10 @@
 // Role: per call, the argument signature, the plan of that signature (a signature not seen yet is checked by
 // kernels/moe_combine/ops.py's planner ops, graphsafe::_moe_combine_plan and graphsafe::_shared_expert_gate_plan,
 // before any pointer is read), a copy of an input whose last dimension is strided (the kernels take row strides
-// but need unit stride in the last dimension), the output from at::empty and the launch on torch's current
+// but need unit stride in the last dimension), the output from torch.empty (gs_empty) and the launch on torch's current
 // stream. Ops: moe_combine, moe_combine_gate, moe_combine_negative_control (a kernel defect switched on at run
 // time, cases/counterexamples only) and shared_expert_gate.
 #include "gs_torch.h"
-
-#include <ATen/ops/empty.h>
 
 #include "moe_combine.entry.h"
 
@@ -64,7 +62,7 @@ at::Tensor gs_combine(const at::Tensor& expert_out, const at::Tensor& weights, c
   const at::Tensor eo = gs_inner_contiguous(expert_out);
   const at::Tensor sh = shared ? gs_inner_contiguous(*shared) : at::Tensor();
   const int64_t T = eo.size(0), K = eo.size(1), H = eo.size(2);
-  at::Tensor out = at::empty({T, H}, eo.options().dtype(gs_storage_dtype(plan[0])));
+  at::Tensor out = gs_empty({T, H}, gs_storage_dtype(plan[0]), eo.device());
   const uintptr_t stream = gs_current_stream(eo.device());
   const int out_code = static_cast<int>(plan[0]), eo_code = static_cast<int>(plan[1]);
   const int sh_code = static_cast<int>(plan[2]);
@@ -125,7 +123,7 @@ at::Tensor gs_shared_expert_gate_op(const at::Tensor& gate_logit, const at::Tens
   }
   const at::Tensor sh = gs_inner_contiguous(shared);
   const int64_t T = sh.size(0), C = sh.size(1);
-  at::Tensor out = at::empty({T, C}, sh.options().dtype(gs_storage_dtype(plan[0])));
+  at::Tensor out = gs_empty({T, C}, gs_storage_dtype(plan[0]), sh.device());
   gs_value_errors([&] {
     gs_shared_expert_gate_entry(gs_ptr(out), static_cast<int>(plan[0]), gs_ptr(gate_logit), gs_ptr(sh),
                                 static_cast<int>(plan[1]), T, C, out.stride(0), plan[3], sh.stride(0),

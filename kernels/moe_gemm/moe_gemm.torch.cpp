@@ -3,15 +3,15 @@
 //
 // Role: per call, the argument signature, the plan of that signature (a signature not seen yet is checked by
 // kernels/moe_gemm/ops.py's planner op, graphsafe::_moe_gemm_plan, before any pointer is read), the output from
-// at::empty, the workspace the fp8 / MXFP4 tensor-core paths need and the launch on torch's current stream.
-// The workspace rule: every call allocates its own workspace with at::empty on the stream it launches on. An
-// eager call's buffer goes back to torch's caching allocator when the call returns and is reused only in that
-// stream's order; a call under graph capture takes it from the graph's private pool, where it lives as long as
-// the graph, so a replay never shares scratch with an eager call or another graph. Every byte the GEMM reads
-// from it is written by the same call's first kernel (moe_gemm.hip, gs_moe_prepare_rows).
+// torch.empty (gs_empty), the workspace the fp8 / MXFP4 tensor-core paths need and the launch on torch's current
+// stream.
+//
+// The workspace rule: every call allocates its own workspace with torch.empty while the stream it launches on
+// is current. An eager call's buffer goes back to torch's caching allocator when the call returns and is reused
+// only in that stream's order; a call under graph capture takes it from the graph's private pool, where it lives
+// as long as the graph, so a replay never shares scratch with an eager call or another graph. Every byte the
+// GEMM reads from it is written by the same call's first kernel (moe_gemm.hip, gs_moe_prepare_rows).
 #include "gs_torch.h"
-
-#include <ATen/ops/empty.h>
 
 #include "moe_gemm.entry.h"
 
@@ -66,14 +66,14 @@ at::Tensor gs_moe_gemm_op(const at::Tensor& x, const at::Tensor& w, const std::o
     checked = planner.call(x, w, w_scale, w_global, block_map, fmt, block_m);  // ValueError for bad arguments
   }
   const at::Tensor map = block_map.contiguous();  // [S, 3] int32: a few hundred bytes when it is a view
-  at::Tensor out = at::empty({x.size(0), w.size(2)}, x.options());
+  at::Tensor out = gs_empty({x.size(0), w.size(2)}, at::kBFloat16, x.device());
   if (!known) {
     plan = gs_moe_new_plan(checked, x, w, w_scale, w_global, map, out, block_m);
     gs_moe_plans().put(sig, plan);
   }
   const auto ptr = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
   at::Tensor workspace;
-  if (plan.workspace_bytes > 0) workspace = at::empty({plan.workspace_bytes}, x.options().dtype(at::kByte));
+  if (plan.workspace_bytes > 0) workspace = gs_empty({plan.workspace_bytes}, at::kByte, x.device());
   gs_value_errors([&] {
     const GsMoeArgs a = gs_moe_plan_args(plan, ptr(x), ptr(w), w_scale ? ptr(*w_scale) : 0,
                                          w_global ? ptr(*w_global) : 0, ptr(map), ptr(out));
