@@ -1,15 +1,16 @@
 """The moe_combine family's torch custom ops: ``torch.ops.graphsafe.moe_combine``, ``moe_combine_gate``,
 ``shared_expert_gate`` and the negative control ``moe_combine_negative_control``.
 
-Role: registers each launcher as the operator ``graphsafe::<name>`` with a fake implementation
-(kernels/common/custom_ops.py: at the dispatch keys directly, without custom_op's per-call layers) so the
-dispatcher, ``torch.compile``, ``opcheck`` and the CPU graph backend see it as one node. One body serves
-both devices: CPU tensors go to the g++ module (moe_combine.cpp), CUDA tensors (NVIDIA or ROCm builds of
-torch) to the nvcc/hipcc module (moe_combine.hip). Each op allocates its output.
+Role: defines each op ``graphsafe::<name>`` with a fake implementation (kernels/common/custom_ops.py: native
+ops, without custom_op's per-call layers) so the dispatcher, ``torch.compile``, ``opcheck`` and the CPU graph
+backend see it as one node. An eager call goes from torch's dispatcher to a C++ kernel (moe_combine.torch.cpp:
+in the g++ module (moe_combine.cpp) for CPU tensors, in the nvcc/hipcc module (moe_combine.hip) for CUDA
+tensors of NVIDIA or ROCm builds of torch), registered by this module's loaders on the first call on a kind
+of device. Each op allocates its output.
 
 Unsupported dtypes, shapes and devices are refused with ValueError naming the argument and the allowed
-values, in the fake implementation and before any pointer is handed to C++ (the C++ entry points refuse
-them again: vllm.cpp#509). The checks run once per argument signature (see _PLANS). Importing this module
+values, in the fake implementation and, once per argument signature, in the planner ops the C++ kernels ask
+before any pointer is read (the C++ entry points refuse them again: vllm.cpp#509). Importing this module
 compiles nothing; the first call on a device builds.
 """
 

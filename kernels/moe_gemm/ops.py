@@ -1,21 +1,21 @@
 """Torch operator ``graphsafe::moe_gemm``: grouped, weight-quantized MoE GEMM over a sync-free block map.
 
 Role: the dispatcher face of moe_gemm.hip (CUDA tensors: nvcc/hipcc module) and moe_gemm.cpp (CPU tensors:
-g++ module), registered at the dispatch keys directly (kernels/common/custom_ops.py) and checked once per
-argument signature (_PLANS), so an eager call costs a key lookup, torch.empty for the output and one pybind
-call of 10 arguments with the signature's C++ plan (moe_gemm.bind.cpp, GsMoePlan). The GPU's CUDA-core kernel does the CPU twin's f32
+g++ module). An eager call goes from torch's dispatcher to a C++ kernel (moe_gemm.torch.cpp, registered at
+the CPU or CUDA key by this module's loader on the first call: kernels/common/custom_ops.py, native ops), which
+asks this module's planner op (``moe_gemm_plan``: every ValueError check) once per argument signature and
+then allocates the output and launches without Python. The GPU's CUDA-core kernel does the CPU twin's f32
 math in the same order (bitwise identical outputs); for slots of more than 4 rows in bf16/mxfp8/block_fp8,
 and for every MXFP4 slot, on CUDA sm_80+ a tensor-core kernel runs instead (slots of up to 16 rows: the
 shared-memory ring kernel; larger: on the H100 / H200 (sm_90a builds) the warpgroup-MMA kernels, elsewhere
-64 x 256 shared-memory tiles per block, 128 x 256 from block_m 128), deterministic and within TOLERANCE of the
-twin but not bitwise equal
-(`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same slots go to an MFMA kernel
-(moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was available). The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first
-kernel writes into a workspace (`workspace_bytes` says how much; 0 on other paths) that eager calls of one
-host thread on one stream share and a graph capture allocates for itself (the workspace rule below). The
-CUDA-core and bf16 ring kernels zero-fill in their own grids: one launch per call. The op takes the weight as the [E, K, N] view of its [E, N, K]
-storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous() (aiter#5831
-defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
+64 x 256 shared-memory tiles per block, 128 x 256 from block_m 128), deterministic and within TOLERANCE of
+the twin but not bitwise equal (`kernel_path` says which family runs). On AMD gfx90a/gfx94x/gfx950 the same
+slots go to an MFMA kernel (moe_gemm.hip, gs_moe_gemm_mfma_kernel: compile-checked only, no AMD GPU was
+available). The fp8 / MXFP4 tensor-core paths read x as row-scaled f16 that the op's first kernel writes into
+a workspace each call allocates (moe_gemm.torch.cpp states the workspace rule). The CUDA-core and bf16 ring
+kernels zero-fill in their own grids: one launch per call. The op takes the weight as the [E, K, N] view of
+its [E, N, K] storage (`kn_views`) and hands C++ the view's strides: no per-call permute().contiguous()
+(aiter#5831 defect 3: 2.4 ms and a doubled weight footprint per call at E=32, N=2048, K=6144 on gfx942).
 
 The output comes from torch.empty and the op zero-fills exactly the rows no slot covers (foreign experts
 under expert parallelism, -1 padding) on the device; `zero_unwritten=False` exists only for the negative
