@@ -4,7 +4,7 @@
 // Role: the op is defined (schema, fake implementation) in Python, kernels/common/custom_ops.py; the dispatcher
 // unit registers the C++ kernel at the device key (GS_TORCH_DISPATCH_KEY: CPU or CUDA) when Python asks
 // (`register_dispatch` of the family's module, once per process). Each call builds the argument signature
-// (gs_signature: every tensor's sizes, strides, dtype, device and 16-byte alignment, and the non-tensor
+// (gs_signature_add: every tensor's sizes, strides, dtype, device and 16-byte alignment, and the non-tensor
 // arguments the plan depends on) and looks up the plan. A signature not seen yet goes to the family's Python
 // planner op `graphsafe::_<op>_plan` through the dispatcher: Python refuses bad arguments (ValueError naming
 // the argument and the allowed values, the same checks the fake implementation makes) and returns the plan as
@@ -28,9 +28,6 @@
 #include <unordered_map>
 #include <vector>
 
-#define GS_STR2(x) #x
-#define GS_STR(x) GS_STR2(x)
-
 using GsSignature = std::vector<int64_t>;
 
 inline void gs_signature_add(GsSignature& sig, const at::Tensor& t) {
@@ -42,6 +39,10 @@ inline void gs_signature_add(GsSignature& sig, const at::Tensor& t) {
   sig.push_back(static_cast<int64_t>(t.device().type()) * 256 + t.device().index());
   // Where the plan picks a kernel by alignment (moe_gemm's vector loads), the signature must tell them apart.
   sig.push_back(static_cast<int64_t>(reinterpret_cast<uintptr_t>(t.data_ptr()) & 15));
+}
+inline void gs_signature_add(GsSignature& sig, c10::string_view text) {
+  sig.push_back(static_cast<int64_t>(text.size()));
+  for (char c : text) sig.push_back(c);
 }
 inline void gs_signature_add(GsSignature& sig, const std::optional<at::Tensor>& t) {
   if (t.has_value()) {
@@ -87,11 +88,6 @@ class GsPlanCache {
   std::unordered_map<GsSignature, Plan, GsSignatureHash> plans_;
 };
 
-inline void gs_signature_add(GsSignature& sig, c10::string_view text) {
-  sig.push_back(static_cast<int64_t>(text.size()));
-  for (char c : text) sig.push_back(c);
-}
-
 // torch.empty through the dispatcher, as at::empty makes it (so the harness's poisoning, torch's NaN fill of
 // uninitialized memory under deterministic mode and a capture's private pool all apply), declared by
 // ATen/ops/empty_ops.h: at::empty's header costs 1.5-2.2 s more g++ per unit (2-core box, the headers alone).
@@ -120,6 +116,17 @@ auto gs_value_errors(F&& f) -> decltype(f()) {
   } catch (const std::invalid_argument& e) {
     TORCH_CHECK_VALUE(false, e.what());
   }
+}
+
+// Asks a planner op (through the dispatcher, so Python's ValueError reaches the caller as it is) and returns
+// its list of ints; `args` are the planner's arguments in its schema's order. Boxed, so that one helper serves
+// every planner without a function type per op.
+inline std::vector<int64_t> gs_ask_planner(const char* planner, torch::jit::Stack args, size_t expect) {
+  const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(planner, "");
+  op.callBoxed(args);
+  std::vector<int64_t> plan = args.at(0).toIntVector();
+  TORCH_CHECK(plan.size() == expect, planner, " returned ", plan.size(), " values; expected ", expect);
+  return plan;
 }
 
 // The registration, held by the module for the process's life (Python's loader asks once per device kind).

@@ -33,10 +33,6 @@ void gs_signature_add_dtype(GsSignature& sig, std::optional<at::ScalarType> dtyp
   sig.push_back(dtype ? static_cast<int64_t>(*dtype) : -1);
 }
 
-using GsCombinePlanner = std::vector<int64_t>(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                                              const std::optional<at::Tensor>&, std::optional<at::ScalarType>,
-                                              int64_t);
-
 // moe_combine (gate absent), moe_combine_gate and the negative control (defect 1).
 at::Tensor gs_combine(const at::Tensor& expert_out, const at::Tensor& weights, const std::optional<at::Tensor>& shared,
                       const std::optional<at::Tensor>& gate, double routed_scale,
@@ -52,11 +48,8 @@ at::Tensor gs_combine(const at::Tensor& expert_out, const at::Tensor& weights, c
   sig.push_back(defect);
   GsCombinePlan plan;
   if (!gs_combine_plans().find(sig, &plan)) {
-    static const auto planner = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("graphsafe::_moe_combine_plan", "")
-                                    .typed<GsCombinePlanner>();
-    plan = planner.call(expert_out, weights, shared, gate, out_dtype, defect);  // ValueError for bad arguments
-    TORCH_CHECK(plan.size() == 4, "moe_combine: the planner op returned ", plan.size(), " values; expected 4");
+    plan = gs_ask_planner("graphsafe::_moe_combine_plan", {expert_out, weights, shared, gate, out_dtype, defect},
+                          4);  // ValueError for bad arguments
     gs_combine_plans().put(sig, plan);
   }
   const at::Tensor eo = gs_inner_contiguous(expert_out);
@@ -102,8 +95,6 @@ at::Tensor gs_negative_control_op(const at::Tensor& expert_out, const at::Tensor
   return gs_combine(expert_out, weights, shared, std::nullopt, routed_scale, out_dtype, defect);
 }
 
-using GsGatePlanner = std::vector<int64_t>(const at::Tensor&, const at::Tensor&, std::optional<at::ScalarType>);
-
 at::Tensor gs_shared_expert_gate_op(const at::Tensor& gate_logit, const at::Tensor& shared,
                                     std::optional<at::ScalarType> out_dtype) {
   GsSignature sig;
@@ -114,11 +105,7 @@ at::Tensor gs_shared_expert_gate_op(const at::Tensor& gate_logit, const at::Tens
   gs_signature_add_dtype(sig, out_dtype);
   GsCombinePlan plan;  // [out dtype code, shared dtype code, 0, gate row stride]
   if (!gs_combine_plans().find(sig, &plan)) {
-    static const auto planner = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("graphsafe::_shared_expert_gate_plan", "")
-                                    .typed<GsGatePlanner>();
-    plan = planner.call(gate_logit, shared, out_dtype);  // ValueError for bad arguments
-    TORCH_CHECK(plan.size() == 4, "shared_expert_gate: the planner op returned ", plan.size(), " values; expected 4");
+    plan = gs_ask_planner("graphsafe::_shared_expert_gate_plan", {gate_logit, shared, out_dtype}, 4);  // ValueError
     gs_combine_plans().put(sig, plan);
   }
   const at::Tensor sh = gs_inner_contiguous(shared);

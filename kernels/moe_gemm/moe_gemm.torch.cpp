@@ -22,16 +22,11 @@ GsPlanCache<GsMoePlan>& gs_moe_plans() {
   return plans;
 }
 
-using GsMoePlanner = std::vector<int64_t>(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                                          const std::optional<at::Tensor>&, const at::Tensor&, c10::string_view,
-                                          int64_t);
-
 // What ops.py's planner op concluded for a new signature ([format code, scale K block, scale N block]) and the
 // tensors of this call, checked again by gs_moe_make_args (gs_checks.h) before any pointer is read.
 GsMoePlan gs_moe_new_plan(const std::vector<int64_t>& checked, const at::Tensor& x, const at::Tensor& w,
                           const std::optional<at::Tensor>& w_scale, const std::optional<at::Tensor>& w_global,
                           const at::Tensor& map, const at::Tensor& out, int64_t block_m) {
-  TORCH_CHECK(checked.size() == 3, "moe_gemm: the planner op returned ", checked.size(), " values; expected 3");
   const auto ptr = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
   const bool has_s = w_scale.has_value(), has_g = w_global.has_value();
   const GsMoeArgs a = gs_value_errors([&] {
@@ -60,10 +55,8 @@ at::Tensor gs_moe_gemm_op(const at::Tensor& x, const at::Tensor& w, const std::o
   const bool known = gs_moe_plans().find(sig, &plan);
   std::vector<int64_t> checked;
   if (!known) {
-    static const auto planner = c10::Dispatcher::singleton()
-                                    .findSchemaOrThrow("graphsafe::_moe_gemm_plan", "")
-                                    .typed<GsMoePlanner>();
-    checked = planner.call(x, w, w_scale, w_global, block_map, fmt, block_m);  // ValueError for bad arguments
+    checked = gs_ask_planner("graphsafe::_moe_gemm_plan",
+                             {x, w, w_scale, w_global, block_map, std::string(fmt), block_m}, 3);  // ValueError
   }
   const at::Tensor map = block_map.contiguous();  // [S, 3] int32: a few hundred bytes when it is a view
   at::Tensor out = gs_empty({x.size(0), w.size(2)}, at::kBFloat16, x.device());
