@@ -18,6 +18,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from harness.native import build
 from kernels.common import native
@@ -66,6 +67,25 @@ def test_sources_name_every_translation_unit(family: pathlib.Path) -> None:
     assert [p.name for p in native.sources(family, "tiny", "cpu")] == names  # no .cpp twin: the .hip as C++
     (family / "tiny.cpp").write_text(MAIN)
     assert [p.name for p in native.sources(family, "tiny", "cpu")] == ["tiny.cpp", "tiny.bind.cpp"]
+    (family / "tiny.torch.cpp").write_text("")  # a dispatcher unit goes into both modules, after the binding
+    assert [p.name for p in native.sources(family, "tiny", "cpu")] == [
+        "tiny.cpp",
+        "tiny.bind.cpp",
+        "tiny.torch.cpp",
+    ]
+    assert [p.name for p in native.sources(family, "tiny", "gpu")][-2:] == ["tiny.bind.cpp", "tiny.torch.cpp"]
+
+
+def test_dispatcher_unit_flags_name_torch_and_the_key() -> None:
+    """A dispatcher unit compiles against the imported torch's headers and ABI, registers at CPU or CUDA, and
+    its flags carry torch's version, so that the build cache (which hashes flags, not torch's headers) builds
+    the module again for another torch."""
+    cpu, cuda = native.torch_unit_flags("cpu"), native.torch_unit_flags("cuda")
+    assert "-DGS_TORCH_DISPATCH_KEY=CPU" in cpu and "-DGS_TORCH_DISPATCH_KEY=CUDA" in cuda
+    assert f"-I{native.TORCH_DIR / 'include'}" in cpu
+    assert any(f.startswith("-DGS_TORCH_VERSION=" + torch.__version__) for f in cpu)
+    assert f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}" in cpu
+    assert "-lc10" in native.torch_link_flags("cpu") and "-ltorch_cpu" in native.torch_link_flags("hip")
 
 
 def _cpu_family(family: pathlib.Path) -> None:

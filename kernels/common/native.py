@@ -46,6 +46,7 @@ SOURCE_SUFFIXES = (".hip", ".cpp", ".h", ".hpp")
 DEVICES = ("cpu", "gpu")
 BIND_SUFFIX = ".bind.cpp"
 TORCH_SUFFIX = ".torch.cpp"
+TORCH_DIR = pathlib.Path(torch.__file__).resolve().parent
 # A binding unit is argument conversion around one call: -O1 (after the family's own flags, so cpu_moe's -O3
 # stays on its math) takes 28% off the compiler CPU of moe_gemm.bind.cpp (17.0 -> 12.2 s on the 2-core box;
 # 10.2 s at -O2 on the H200 made it the critical unit of both moe_gemm builds), and a 19-argument moe_combine
@@ -87,11 +88,10 @@ def sources(family_dir: pathlib.Path, stem: str, device: str) -> list[pathlib.Pa
 
 
 def torch_unit_flags(backend: str) -> tuple[str, ...]:
-    """The compile flags of a ``<stem>.torch.cpp``: torch's include folders, its C++ ABI, its version (so that
-    another torch rebuilds the module: its headers are not hashed, 10,000 of them), C++20 (torch 2.13's headers
-    use C++20 bit-field initializers) at -O1 like a binding unit, and the dispatch key the unit registers at."""
-    from torch.utils import cpp_extension
-
+    """The compile flags of a ``<stem>.torch.cpp``: torch's include folder (ATen, c10, torch/library.h; not
+    torch.utils.cpp_extension's list, whose import needs setuptools), its C++ ABI, its version (so that another
+    torch rebuilds the module: its headers are not hashed, 10,000 of them), C++20 (torch 2.13's headers use
+    C++20 bit-field initializers) at -O1 like a binding unit, and the dispatch key the unit registers at."""
     key = "CPU" if backend == "cpu" else "CUDA"
     return (
         "-std=c++20",
@@ -99,14 +99,14 @@ def torch_unit_flags(backend: str) -> tuple[str, ...]:
         f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
         f"-DGS_TORCH_VERSION={torch.__version__}-{torch.version.git_version}",
         f"-DGS_TORCH_DISPATCH_KEY={key}",
-        *(f"-I{d}" for d in cpp_extension.include_paths()),
+        f"-I{TORCH_DIR / 'include'}",
     )
 
 
 def torch_link_flags(backend: str) -> tuple[str, ...]:
     """Link arguments of a module with a dispatcher unit: torch's libc10 and libtorch_cpu, found at run time by
     soname among the libraries the imported torch loaded, and by rpath otherwise."""
-    lib = pathlib.Path(torch.__file__).resolve().parent / "lib"
+    lib = TORCH_DIR / "lib"
     rpath = f"-Xlinker=-rpath={lib}" if backend == "cuda" else f"-Wl,-rpath,{lib}"
     return (f"-L{lib}", "-lc10", "-ltorch_cpu", rpath)
 
