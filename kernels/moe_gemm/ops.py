@@ -166,8 +166,7 @@ def moe_gemm_impl(
 ) -> Tensor:
     """The loader (kernels/common/custom_ops.py, native ops): the first call on a kind of device checks the
     arguments, builds or loads the device's module, registers its C++ kernel and calls the op again."""
-    _validate(x, w, w_scale, w_global, block_map, fmt)
-    _check_block_m(block_m)
+    moe_gemm_plan(x, w, w_scale, w_global, block_map, fmt, block_m)  # its checks, before anything is built
     custom_ops.register_native("graphsafe::moe_gemm", _module_for(x.device), x.device)
     return moe_gemm_op(x, w, w_scale, w_global, block_map, fmt, block_m, zero_unwritten)
 
