@@ -154,9 +154,8 @@ def test_eager_calls_reach_the_cpp_kernel_and_the_loader_checks_first():
         mo.moe_gemm_impl(x, w, s, g, bmap, "int3", 4)
     want = torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, "bf16", 4)
     assert torch._C._dispatch_has_kernel_for_dispatch_key("graphsafe::moe_gemm", "CPU")
-    assert torch.equal(
-        mo.moe_gemm_impl(x, w, s, g, bmap, "bf16", 4), want
-    )  # the loader ends in the same call
+    # Called directly, the loader (registered already) ends in the same C++ call.
+    assert torch.equal(mo.moe_gemm_impl(x, w, s, g, bmap, "bf16", 4), want)
 
 
 class _nan_fill:
