@@ -31,7 +31,6 @@ import torch
 
 _LIBRARIES: dict[str, torch.library.Library] = {}
 DEVICE_KEYS = ("CPU", "CUDA", "CompositeExplicitAutograd")
-_REGISTERED: set[tuple[str, str]] = set()
 _REGISTERING = threading.Lock()
 
 
@@ -69,12 +68,12 @@ def define_planner(qualname: str, planner: Callable, schema: str) -> torch._ops.
 
 def register_native(qualname: str, module: types.ModuleType, device: torch.device) -> None:
     """Have ``module`` (a family's built module with a dispatcher unit) register its C++ kernel for ``qualname``
-    at ``device``'s key, once per process. Before it does, the stream its kernel would launch on is compared
+    at ``device``'s key, unless the key has a kernel already (the dispatcher is the record). Before it does, the stream its kernel would launch on is compared
     with torch's current stream: a torch build whose device guard names another stream (or none) is refused
     here, with the two handles, instead of launching on the wrong stream."""
     key = "CPU" if device.type == "cpu" else "CUDA"
     with _REGISTERING:
-        if (qualname, key) in _REGISTERED:
+        if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
             return
         if device.type == "cuda":
             index = device.index if device.index is not None else torch.cuda.current_device()
@@ -87,4 +86,3 @@ def register_native(qualname: str, module: types.ModuleType, device: torch.devic
         module.register_dispatch()
         if not torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):
             raise RuntimeError(f"{qualname}: {module.__name__}.register_dispatch() left no kernel at {key}")
-        _REGISTERED.add((qualname, key))

@@ -108,6 +108,13 @@ inline uintptr_t gs_current_stream(const c10::Device& device) {
   return reinterpret_cast<uintptr_t>(guard.getStream(device).native_handle());
 }
 
+// The stream a family's kernels launch on for a CUDA device index (-1: the CPU, 0): the family module's
+// dispatch_stream, which the Python loader compares with torch's current stream before registering.
+inline uintptr_t gs_current_stream_of(int device_index) {
+  if (device_index < 0) return 0;
+  return gs_current_stream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index)));
+}
+
 // A check of the C++ layer (gs_checks.h throws std::invalid_argument) reaches Python as ValueError, as it does
 // through pybind11; a launch error stays RuntimeError.
 template <class F>

@@ -9,12 +9,19 @@
 // time, cases/counterexamples only) and shared_expert_gate.
 #include "gs_torch.h"
 
+#include <array>
+
 #include "moe_combine.entry.h"
 
 namespace {
 
-// [out dtype code, expert_out / shared dtype code, shared dtype code (combine) or 0, gate row stride]
-using GsCombinePlan = std::vector<int64_t>;
+// [out dtype code, expert_out / shared dtype code, shared dtype code (combine) or 0, gate row stride]: a fixed
+// array, so that a cache hit copies it without an allocation.
+using GsCombinePlan = std::array<int64_t, 4>;
+
+GsCombinePlan gs_combine_plan_of(const std::vector<int64_t>& checked) {  // gs_ask_planner checked the length
+  return {checked[0], checked[1], checked[2], checked[3]};
+}
 
 GsPlanCache<GsCombinePlan>& gs_combine_plans() {
   static GsPlanCache<GsCombinePlan> plans;
@@ -48,8 +55,8 @@ at::Tensor gs_combine(const at::Tensor& expert_out, const at::Tensor& weights, c
   sig.push_back(defect);
   GsCombinePlan plan;
   if (!gs_combine_plans().find(sig, &plan)) {
-    plan = gs_ask_planner("graphsafe::_moe_combine_plan", {expert_out, weights, shared, gate, out_dtype, defect},
-                          4);  // ValueError for bad arguments
+    plan = gs_combine_plan_of(gs_ask_planner("graphsafe::_moe_combine_plan",
+                                             {expert_out, weights, shared, gate, out_dtype, defect}, 4));  // ValueError
     gs_combine_plans().put(sig, plan);
   }
   const at::Tensor eo = gs_inner_contiguous(expert_out);
@@ -105,7 +112,8 @@ at::Tensor gs_shared_expert_gate_op(const at::Tensor& gate_logit, const at::Tens
   gs_signature_add_dtype(sig, out_dtype);
   GsCombinePlan plan;  // [out dtype code, shared dtype code, 0, gate row stride]
   if (!gs_combine_plans().find(sig, &plan)) {
-    plan = gs_ask_planner("graphsafe::_shared_expert_gate_plan", {gate_logit, shared, out_dtype}, 4);  // ValueError
+    plan = gs_combine_plan_of(
+        gs_ask_planner("graphsafe::_shared_expert_gate_plan", {gate_logit, shared, out_dtype}, 4));
     gs_combine_plans().put(sig, plan);
   }
   const at::Tensor sh = gs_inner_contiguous(shared);
@@ -133,9 +141,6 @@ void gs_moe_combine_register_dispatch() {
   });
 }
 
-uintptr_t gs_moe_combine_dispatch_stream(int device_index) {
-  if (device_index < 0) return 0;
-  return gs_current_stream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index)));
-}
+uintptr_t gs_moe_combine_dispatch_stream(int device_index) { return gs_current_stream_of(device_index); }
 
 void gs_moe_combine_clear_plans() { gs_combine_plans().clear(); }

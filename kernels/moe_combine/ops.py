@@ -102,6 +102,18 @@ def _check_combine(op: str, expert_out, weights, shared, gate_logit, out_dtype):
     return T, K, H, _out_dtype(op, out_dtype, expert_out.dtype), gate_logit
 
 
+def _check_gate(gate_logit, shared, out_dtype) -> tuple[torch.Tensor, torch.dtype]:
+    """shared_expert_gate's checks, shared by its planner and fake implementations; returns (gate_logit as [T],
+    out dtype)."""
+    op = "shared_expert_gate"
+    _storage(op, "shared", shared)
+    if shared.dim() != 2:
+        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
+    gate_1d = _gate_1d(op, gate_logit, shared.shape[0])
+    _same_device(op, gate_logit=gate_1d, shared=shared)
+    return gate_1d, _out_dtype(op, out_dtype, shared.dtype)
+
+
 # --------------------------------------------------------------------------------- implementations
 # Planner ops: the family's C++ kernels (moe_combine.torch.cpp) call them once per argument signature (shapes,
 # strides, dtypes, devices, out_dtype, defect); they refuse bad arguments by name and return what C++ needs as a
@@ -150,13 +162,7 @@ def shared_expert_gate_plan(
     gate_logit: torch.Tensor, shared: torch.Tensor, out_dtype: torch.dtype | None
 ) -> list[int]:
     """graphsafe::_shared_expert_gate_plan: [out dtype code, shared dtype code, 0, gate_logit's row stride]."""
-    op = "shared_expert_gate"
-    _storage(op, "shared", shared)
-    if shared.dim() != 2:
-        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
-    gate_1d = _gate_1d(op, gate_logit, shared.shape[0])
-    _same_device(op, gate_logit=gate_1d, shared=shared)
-    dtype = _out_dtype(op, out_dtype, shared.dtype)
+    gate_1d, dtype = _check_gate(gate_logit, shared, out_dtype)
     _device_index(shared.device)
     return [DTYPE_CODES[dtype], DTYPE_CODES[shared.dtype], 0, gate_1d.stride(0)]
 
@@ -212,12 +218,7 @@ def shared_expert_gate(
 
 
 def _shared_expert_gate_fake(gate_logit, shared, out_dtype=None):
-    op = "shared_expert_gate"
-    _storage(op, "shared", shared)
-    if shared.dim() != 2:
-        raise ValueError(f"{op}: shared must be [T, C], got shape {tuple(shared.shape)}")
-    _gate_1d(op, gate_logit, shared.shape[0])
-    return shared.new_empty(shared.shape, dtype=_out_dtype(op, out_dtype, shared.dtype))
+    return shared.new_empty(shared.shape, dtype=_check_gate(gate_logit, shared, out_dtype)[1])
 
 
 def moe_combine(

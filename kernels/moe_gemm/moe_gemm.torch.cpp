@@ -84,9 +84,6 @@ void gs_moe_gemm_register_dispatch() {
   std::call_once(once, [] { gs_open_dispatch_library().impl("moe_gemm", TORCH_FN(gs_moe_gemm_op)); });
 }
 
-uintptr_t gs_moe_gemm_dispatch_stream(int device_index) {
-  if (device_index < 0) return 0;
-  return gs_current_stream(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(device_index)));
-}
+uintptr_t gs_moe_gemm_dispatch_stream(int device_index) { return gs_current_stream_of(device_index); }
 
 void gs_moe_gemm_clear_plans() { gs_moe_plans().clear(); }
