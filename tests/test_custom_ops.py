@@ -16,6 +16,9 @@ import torch
 from kernels.common import custom_ops
 from kernels.moe_combine import ops as combine_ops
 
+_LIB = torch.library.Library("gs_custom_ops_test", "FRAGMENT")
+_LIB.define("noop(Tensor x) -> Tensor")  # defined, with no kernel at any key
+
 
 def _stub(stream: int, registers: bool) -> types.SimpleNamespace:
     calls = []
@@ -32,14 +35,12 @@ def test_registration_refuses_a_kernel_that_would_launch_on_another_stream(monke
     monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda index: 0x1000, raising=False)
     module = _stub(stream=0x2000, registers=True)
     with pytest.raises(RuntimeError, match=r"launch on stream 0x2000, torch's current stream is 0x1000"):
-        custom_ops.register_native("graphsafe::gs_test_stub_a", module, torch.device("cuda", 0))
+        custom_ops.register_native("gs_custom_ops_test::noop", module, torch.device("cuda", 0))
     assert module.calls == []
 
 
 def test_registration_refuses_a_module_that_registers_nothing():
     """Without a kernel at the key the loader would call itself again: refused with the module's name."""
-    lib = torch.library.Library("gs_custom_ops_test", "FRAGMENT")
-    lib.define("noop(Tensor x) -> Tensor")  # defined, with no kernel at any key
     module = _stub(stream=0, registers=False)
     with pytest.raises(RuntimeError, match=r"stub_module.register_dispatch\(\) left no kernel at CPU"):
         custom_ops.register_native("gs_custom_ops_test::noop", module, torch.device("cpu"))
@@ -47,21 +48,29 @@ def test_registration_refuses_a_module_that_registers_nothing():
 
 
 def test_cpp_kernel_serves_threads_with_their_own_signatures():
-    """Eight threads call moe_combine at once with four signatures (the plan cache is shared and locked): each
-    result equals the same call made alone."""
+    """Eight threads call moe_combine at once with four signatures whose plans differ (expert_out f32 or bf16,
+    out_dtype default, f32 or bf16; the plan cache is shared and locked): each result equals, bit for bit and in
+    dtype, the same call made alone. Control, tried by hand: a signature that ignores the arguments (every
+    call shares one plan) fails it."""
     torch.manual_seed(0)
-    shapes = [(3, 2, 5), (7, 4, 33), (1, 8, 128), (16, 1, 7)]
-    inputs = [(torch.randn(t, k, h), torch.rand(t, k)) for t, k, h in shapes]
+    calls = [
+        ((3, 2, 5), torch.float32, None),
+        ((7, 4, 33), torch.bfloat16, None),
+        ((1, 8, 128), torch.bfloat16, torch.float32),
+        ((16, 1, 7), torch.float32, torch.bfloat16),
+    ]
+    inputs = [(torch.randn(t, k, h).to(dtype), torch.rand(t, k), out) for (t, k, h), dtype, out in calls]
     combine_ops.cpu_module().clear_plans()
-    want = [torch.ops.graphsafe.moe_combine(x, w, None, 0.5, None) for x, w in inputs]
+    want = [torch.ops.graphsafe.moe_combine(x, w, None, 0.5, out) for x, w, out in inputs]
+    assert [r.dtype for r in want] == [torch.float32, torch.bfloat16, torch.float32, torch.bfloat16]
     combine_ops.cpu_module().clear_plans()
     got: dict[int, list[torch.Tensor]] = {}
     start = threading.Barrier(8)
 
     def worker(i: int) -> None:
         start.wait()
-        x, w = inputs[i % 4]
-        got[i] = [torch.ops.graphsafe.moe_combine(x, w, None, 0.5, None) for _ in range(50)]
+        x, w, out = inputs[i % 4]
+        got[i] = [torch.ops.graphsafe.moe_combine(x, w, None, 0.5, out) for _ in range(50)]
 
     threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
     for thread in threads:
@@ -70,4 +79,5 @@ def test_cpp_kernel_serves_threads_with_their_own_signatures():
         thread.join()
     assert sorted(got) == list(range(8))
     for i, results in got.items():
-        assert all(torch.equal(r, want[i % 4]) for r in results)
+        expected = want[i % 4]
+        assert all(r.dtype == expected.dtype and torch.equal(r, expected) for r in results)
