@@ -10,6 +10,7 @@ worker is replaced); the autouse fixture fails the test that left a pool context
 
 from __future__ import annotations
 
+import contextlib
 import gc
 
 import pytest
@@ -77,6 +78,29 @@ def _pool_contexts_closed_after_each_test(request):  # type: ignore[no-untyped-d
         state = lifetime_state()
         assert state["open"] == 0 and not state["frees_forbidden"], state
         assert not torch.cuda.is_current_stream_capturing()
+
+
+def test_collector_pause_nests_and_restores_the_collectors_state() -> None:
+    """Method: open two pause windows inside each other, once with the collector on and once with it off.
+    Expected: off inside both, back on only after the outer one closes; left off when it was off before."""
+    from harness.backends.gpu import _CollectorPause
+
+    pause = _CollectorPause()
+    was = gc.isenabled()
+    try:
+        gc.enable()
+        with pause.during():
+            assert not gc.isenabled()
+            with pause.during():
+                assert not gc.isenabled()
+            assert not gc.isenabled()
+        assert gc.isenabled()
+        gc.disable()
+        with pause.during():
+            pass
+        assert not gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 @pytest.fixture(scope="module")
@@ -345,6 +369,60 @@ def test_graph_dropped_without_release_is_freed_at_a_safe_point(backend) -> None
         backend.synchronize()
         assert torch.equal(again.outputs[0], x * 4)
         again.release()
+
+
+class _SyncOnCollect:
+    """Cyclic garbage whose destructor synchronizes the device, as a collected graph's or pool's does."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+    def __del__(self) -> None:
+        # Refused under capture (RuntimeError); the capture is invalidated either way.
+        with contextlib.suppress(RuntimeError):
+            torch.cuda.synchronize()
+
+
+class _NoPause:
+    @contextlib.contextmanager
+    def during(self):  # type: ignore[no-untyped-def]
+        yield
+
+
+@gpu
+def test_collection_inside_a_capture_cannot_invalidate_it(backend, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Method: an op that drops cyclic garbage whose destructor synchronizes the device, then allocates, with the
+    collector's threshold at 1 so that a collection runs inside the capture if the collector may run. Control:
+    the backend with its collector pause replaced by nothing gets capture_sync, for a sync the op never made
+    (the mechanism of a flake seen once in the GPU tests). Expected: with the pause the capture ends and
+    replays right; the garbage goes after the capture."""
+    import harness.backends.gpu as gpu_backend
+
+    x = torch.ones(1024, device="cuda")
+
+    def op() -> torch.Tensor:
+        _SyncOnCollect()
+        _ = [[] for _ in range(64)]  # tracked allocations past the threshold
+        return x * 2
+
+    threshold = gc.get_threshold()
+    gc.collect()
+    try:
+        gc.set_threshold(1)
+        with backend.poisoned_allocation(0xFF):
+            with monkeypatch.context() as patched:
+                patched.setattr(gpu_backend, "_COLLECTOR", _NoPause())
+                with pytest.raises(CaptureSyncError):
+                    backend.capture(op, warmup=0)
+            graph = backend.capture(op, warmup=0)
+            x.fill_(3.0)
+            graph.replay()
+            backend.synchronize()
+            assert torch.equal(graph.outputs[0], torch.full_like(x, 6.0))
+            graph.release()
+    finally:
+        gc.set_threshold(*threshold)
+        gc.collect()
 
 
 @gpu

@@ -41,6 +41,12 @@ pool's use_mem_pool context is open, kills every case that gets as far as a repl
     allocator's begin_allocate_to_pool filter keeps a pointer to the CUDAGraph that nothing removes.
   * After a device fault nothing is destroyed again (emptyCache would throw from a destructor), and at exit
     every pool still alive is leaked on purpose (Py_IncRef): the driver frees the memory with the process.
+
+NOTE on garbage collection: a capture runs with Python's cyclic collector paused (`_CollectorPause`). A
+collection inside the capture window runs the destructors of whatever garbage the process holds at that
+moment (a graph, a pool or a stream-ordered free left by earlier work), and a destructor that makes an
+unsafe call (a device synchronize, cudaFree, ~MemPool's emptyCache) invalidates the capture: the case would
+then get capture_sync for a sync its op never made. Reference counting still frees the op's own temporaries.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import re
 import sys
 import threading
@@ -84,6 +91,34 @@ _SYNC_PATTERNS = re.compile(
 _DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
     t for t in (getattr(torch, "AcceleratorError", None),) if isinstance(t, type)
 )
+
+
+class _CollectorPause:
+    """The cyclic garbage collector paused for capture windows (module note on garbage collection): nested or
+    concurrent captures share one pause, and the collector's state before the first comes back after the last."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.open = 0  # capture windows open now, all threads
+        self.was_enabled = False  # the collector's state when the first of them opened
+
+    @contextlib.contextmanager
+    def during(self) -> Iterator[None]:
+        with self.lock:
+            if self.open == 0:
+                self.was_enabled = gc.isenabled()
+                gc.disable()
+            self.open += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.open -= 1
+                if self.open == 0 and self.was_enabled:
+                    gc.enable()
+
+
+_COLLECTOR = _CollectorPause()
 
 _ALLOCATOR_LOCK = threading.Lock()
 _ALLOCATOR: dict[str, Any] = {}  # "lib", "allocator", "ctypes", "error": loaded once per process
@@ -497,7 +532,7 @@ class GpuBackend(GraphBackend):
             pool = _new_pool()
             pool_id = pool.id if pool is not None else torch.cuda.graph_pool_handle()
         graph, inspectable = self._new_graph()
-        with self._eager_suspended(), _LIFE.opened():
+        with self._eager_suspended(), _LIFE.opened(), _COLLECTOR.during():
             result, failure, ended = self._capture_into(graph, pool_id, fn)
         if failure is None and inspectable:
             try:
