@@ -17,6 +17,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty_ops.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <torch/library.h>
 
@@ -98,6 +99,15 @@ inline at::Tensor gs_empty(std::initializer_list<int64_t> sizes, at::ScalarType 
   for (int64_t size : sizes) symbolic[n++] = c10::SymInt(size);
   return at::_ops::empty_memory_format::call(c10::SymIntArrayRef(symbolic, n), dtype, at::kStrided, device,
                                              std::nullopt, std::nullopt);
+}
+
+// Scratch bytes from the device's allocator (c10::GetAllocator: the one torch.empty takes them from, so a
+// capture's private pool and the harness's pools route them alike) without a tensor around them: for a buffer
+// the call's own kernels write before they read it, where nothing needs poisoning or a NaN fill. Freed to the
+// allocator when the DataPtr goes, in the order of the stream current at allocation.
+inline c10::DataPtr gs_scratch(int64_t bytes, const c10::Device& device) {
+  c10::DeviceGuard guard(device);
+  return c10::GetAllocator(device.type())->allocate(static_cast<size_t>(bytes));
 }
 
 // The stream torch's current-stream state names for the device (0 on the CPU), through the device guard

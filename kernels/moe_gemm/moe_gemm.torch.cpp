@@ -6,8 +6,8 @@
 // torch.empty (gs_empty), the workspace the fp8 / MXFP4 tensor-core paths need and the launch on torch's current
 // stream.
 //
-// The workspace rule: every call allocates its own workspace with torch.empty while the stream it launches on
-// is current. An eager call's buffer goes back to torch's caching allocator when the call returns and is reused
+// The workspace rule: every call allocates its own workspace from torch's allocator (gs_scratch) while the
+// stream it launches on is current. An eager call's buffer goes back to torch's caching allocator when the call returns and is reused
 // only in that stream's order; a call under graph capture takes it from the graph's private pool, where it lives
 // as long as the graph, so a replay never shares scratch with an eager call or another graph. Every byte the
 // GEMM reads from it is written by the same call's first kernel (moe_gemm.hip, gs_moe_prepare_rows).
@@ -65,12 +65,12 @@ at::Tensor gs_moe_gemm_op(const at::Tensor& x, const at::Tensor& w, const std::o
     gs_moe_plans().put(sig, plan);
   }
   const auto ptr = [](const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); };
-  at::Tensor workspace;
-  if (plan.workspace_bytes > 0) workspace = gs_empty({plan.workspace_bytes}, at::kByte, x.device());
+  c10::DataPtr workspace;
+  if (plan.workspace_bytes > 0) workspace = gs_scratch(plan.workspace_bytes, x.device());
   gs_value_errors([&] {
     const GsMoeArgs a = gs_moe_plan_args(plan, ptr(x), ptr(w), w_scale ? ptr(*w_scale) : 0,
                                          w_global ? ptr(*w_global) : 0, ptr(map), ptr(out));
-    gs_moe_gemm_entry(a, plan.block_m, zero_unwritten ? 1 : 0, workspace.defined() ? ptr(workspace) : 0,
+    gs_moe_gemm_entry(a, plan.block_m, zero_unwritten ? 1 : 0, reinterpret_cast<uintptr_t>(workspace.get()),
                       plan.workspace_bytes, plan.workspace_bytes, gs_current_stream(x.device()));
     return 0;
   });
