@@ -9,8 +9,7 @@
 #                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only; sources in WGMMA_SOURCES also for sm_90a with
 #                        -DGS_SM90A=1 (as harness/native/build.py builds on the H100 / H200), whose PTX must
-#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels; the whole
-#                        moe_gemm.hip also grid dependency waits (griddepcontrol.wait, its programmatic launches).
+#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels.
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
 # vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
@@ -39,7 +38,7 @@ pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysc
 read -r pybind_inc python_inc <<<"$pyinc"
 inc=(-isystem "$pybind_inc" -isystem "$python_inc")
 MFMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip)
-WGMMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip kernels/moe_gemm/moe_gemm.prefill.hip)
+WGMMA_SOURCES=(kernels/moe_gemm/moe_gemm.prefill.hip)
 failures=0
 run() {  # run <file> <target> <command...>
   local file=$1 target=$2; shift 2
@@ -95,9 +94,6 @@ for f in "${files[@]}"; do
       --keep --keep-dir "$out/keep_$base" -c "$f" -o "$out/$base.sm_90a.o"
     require sm_90a "$f" "$(cat "$out/keep_$base"/*.ptx 2>/dev/null | grep -c 'wgmma.mma_async')" \
       "warpgroup MMA instructions (wgmma.mma_async) in the PTX"
-    # The launcher's programmatic launches (gs_launch_moe) are safe only where the kernels wait for the one before.
-    [ "$base" = moe_gemm ] && require sm_90a "$f" \
-      "$(cat "$out/keep_$base"/*.ptx 2>/dev/null | grep -c 'griddepcontrol.wait')" "grid dependency waits in the PTX"
   done
 done
 if [ "$failures" -gt 0 ]; then

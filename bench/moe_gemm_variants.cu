@@ -276,7 +276,7 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
 #undef PF
 #if defined(GS_SM90A)
   if constexpr (FMT == GS_FMT_BF16) {
-#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<BN, S, BM, MINB>(AA, 0, false))); }, false)
+#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<BN, S, BM, MINB>(AA, 0))); }, false)
     // 128-row slots (block_m 128) with 128-row CTAs; the launcher's first.
     WG("wgmma_BM128_N256_S4_m128", 256, 4, 128, 1, a128);
     WG("wgmma_BM128_N128_S6_m128", 128, 6, 128, 1, a128);
@@ -301,11 +301,11 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
     gs_moe_prepare_rows<<<static_cast<unsigned>(a.R), kThreads>>>(aw, 0);
     CK(cudaDeviceSynchronize());
     aw128.xh = aw.xh, aw128.x_rs = aw.x_rs, aw128.xh_wgmma = 1;
-#define WQ(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE>(AA, 0, false))); }, false)
-#define WQF(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, MINB>(AA, 0, false))); }, false)
+#define WQ(NAME, TM, S, MINB, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, MINB, MODE>(AA, 0))); }, false)
+#define WQF(NAME, TM, S, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, MINB>(AA, 0))); }, false)
 // 3 warpgroups per CTA (192 columns; MX formats only): NWG 3.
-#define WQ3(NAME, TM, S, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, 1, MODE, 3>(AA, 0, false))); }, false)
-#define WQF3(NAME, TM, S, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, 1, 3>(AA, 0, false))); }, false)
+#define WQ3(NAME, TM, S, MODE, AA) run(NAME, [&] { CK((gs_launch_wgmma_q<FMT, TM, S, 1, MODE, 3>(AA, 0))); }, false)
+#define WQF3(NAME, TM, S, AA) run(NAME, [&] { CK((gs_launch_wgmma_q_forms<FMT, TM, S, 1, 3>(AA, 0))); }, false)
     // The launcher's forms (MX: the fast form, then the rest exactly; here every CTA's scales fit the fast form),
     // each form alone, and other tilings.
     if constexpr (FMT == GS_FMT_BLOCK_FP8) {

@@ -290,25 +290,6 @@ int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
 #include <cuda_fp8.h>  // __nv_cvt_fp8x2_to_halfraw2: cvt.rn.f16x2.e4m3x2, one instruction per 2 weights on sm_89+
 #endif
 
-// Programmatic dependent launch (CUDA, sm_90+; PTX ISA griddepcontrol): a call's second and third kernels
-// (the GEMM after gs_moe_prepare_rows, the MX prefill's exact form after its fast form) launch with
-// cudaLaunchAttributeProgrammaticStreamSerialization, so the runtime sets up their grid while the kernel before
-// runs. gs_pdl_wait, at the top of every kernel the launcher may launch that way, holds its threads until the
-// kernel before has completed and its writes are visible (an immediate return for a kernel launched
-// without the attribute); gs_pdl_release, at the top of the kernels before, lets that setup start once all
-// their blocks run. Only sm_90a builds launch with the attribute (GS_SM90A: the device code then holds the
-// wait); HIP has no such launch and compiles both to nothing.
-__device__ __forceinline__ void gs_pdl_wait() {
-#if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void gs_pdl_release() {
-#if defined(GS_BACKEND_CUDA) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-#endif
-}
-
 constexpr int kThreads = 256;
 constexpr int kColGroups = kThreads / kLanes;  // 8 groups of 32 logical lanes; each group owns NC columns
 
@@ -966,7 +947,6 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2_ring(uint32_t word, uint32_t*
 // (same folder, run1_variants.txt; timings in kRingXsMxfp4's note).
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT), int XS = 0>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
-  gs_pdl_wait();  // x16: gs_moe_prepare_rows' f16 x (gs_pdl_wait's note)
   static_assert(XS == 0 || ((FMT == GS_FMT_MXFP4 || (FMT == GS_FMT_MXFP8 && XS == 1)) && NT % 2 == 0),
                 "XS: MXFP4 (1, 2) or MXFP8 (1) with pairs of n8 tiles");
   using R = GsRing<FMT, UC>;
@@ -1865,7 +1845,6 @@ __device__ __forceinline__ void gs_wgmma_pin_a(uint32_t (&f)[2][2][4]) {
 
 template <int BN, int S, int BM = 128, int MINB = 1>
 __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs a) {
-  gs_pdl_wait();  // after gs_moe_prepare_rows' zero-fill (gs_pdl_wait's note)
 #if defined(GS_WGMMA_DEVICE)
   using P = GsWg<BN, S, BM>;
   constexpr int kN = P::kMmaN, kXPer = BM / 32, kBPer = BN / 32;  // rows each thread copies per stage
@@ -2069,8 +2048,6 @@ struct GsWq {
 
 template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int NWG = 2>
 __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(GsMoeArgs a) {
-  gs_pdl_wait();     // gs_moe_prepare_rows' f16 x, or the fast form before the exact one (gs_pdl_wait's note)
-  gs_pdl_release();  // the exact form's launch after the fast form
 #if defined(GS_WGMMA_DEVICE)
   using P = GsWq<FMT, TM, S, NWG>;
   constexpr int kCols = P::kCols;
@@ -2556,7 +2533,6 @@ inline bool gs_device_has_mfma() {
 //    weights reach the tensor core through the hardware e4m3 -> f16 conversion (the ring kernel's note).
 #if GS_MOE_MAIN_UNIT
 __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int zero_unwritten) {
-  gs_pdl_release();  // the GEMM kernel's launch (gs_pdl_wait's note)
   __shared__ int covered;
   __shared__ unsigned row_exp;
   for (int64_t row = blockIdx.x; row < a.R; row += gridDim.x) {
@@ -2728,31 +2704,6 @@ inline hipError_t gs_smem_opt_in(int smem) {
   return hipSuccess;
 }
 
-// Launch KERNEL(a); after: a kernel of this call ran just before on the stream, so in sm_90a builds the launch
-// is programmatic (gs_pdl_wait's note). The attribute asks nothing of the device when it is not set.
-template <auto KERNEL>
-inline hipError_t gs_launch_moe(dim3 grid, dim3 block, int smem, hipStream_t stream, bool after, const GsMoeArgs& a) {
-#if defined(GS_SM90A)
-  if (after) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    return cudaLaunchKernelEx(&cfg, KERNEL, a);
-  }
-#else
-  (void)after;
-#endif
-  hipLaunchKernelGGL(KERNEL, grid, block, smem, stream, a);
-  return hipGetLastError();
-}
-
 #if GS_MOE_PREFILL_UNIT
 // The prefill kernel with MW rows of warps (64 MW rows per CTA), U chunks and S stages per ring.
 template <int FMT, int MW, int U = gs_pf_chunks(FMT), int S = kPfStages>
@@ -2767,54 +2718,55 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
 
 // The warpgroup-MMA kernel (bf16, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB CTAs per SM.
 template <int BN, int S, int BM, int MINB = 1>
-inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream, bool after) {
+inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
   using P = GsWg<BN, S, BM>;
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>>(P::kSmem);
   if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(a.S));
-  return gs_launch_moe<gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>>(grid, dim3(P::kThreads), P::kSmem, stream, after, a);
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
+  return hipGetLastError();
 }
 
 // The quantized-weight warpgroup-MMA kernel (sm_90a builds) in form MODE: TM rows of x per CTA, S stages, MINB
 // CTAs per SM. Needs x as gs_moe_prepare_rows wrote it with a.xh_wgmma set.
 template <int FMT, int TM, int S, int MINB = 1, int MODE = kWqExact, int NWG = 2>
-inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream, bool after) {
+inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream) {
   using P = GsWq<FMT, TM, S, NWG>;
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, NWG>>(P::kSmem);
   if (err != hipSuccess) return err;
   dim3 grid(static_cast<unsigned>((a.N + P::kCols - 1) / P::kCols), static_cast<unsigned>(a.S));
-  return gs_launch_moe<gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, NWG>>(grid, dim3(P::kThreads), P::kSmem,
-                                                                                stream, after, a);
+  hipLaunchKernelGGL((gs_moe_gemm_wgmma_q_kernel<FMT, TM, S, MINB, MODE, NWG>), grid, dim3(P::kThreads), P::kSmem,
+                     stream, a);
+  return hipGetLastError();
 }
 // The launcher's forms: for MXFP8 and MXFP4 the fast form's CTAs, then the rest exactly; block-FP8's one form.
 template <int FMT, int TM, int S, int MINB = 1, int NWG = 2>
-inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream, bool after) {
+inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream) {
   if constexpr (FMT == GS_FMT_BLOCK_FP8) {
-    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact, NWG>(a, stream, after);
+    return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact, NWG>(a, stream);
   } else {
-    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast, NWG>(a, stream, after);
-    return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest, NWG>(a, stream, true);
+    const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast, NWG>(a, stream);
+    return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest, NWG>(a, stream);
   }
 }
 
 // Larger slots (prefill): in sm_90a builds the warpgroup-MMA kernels (kWgN's and kWqStages' notes), else the
 // shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of block_m >= 128 (GsPf's note).
 // Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, bool after, hipStream_t stream) {
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
 #if defined(GS_SM90A)
   if (a.fmt == bf16)
-    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream, after)
-                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream, after);
-#define GS_WQ(F, S128, G128)                                                                \
-  return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1, G128>(a, stream, after) \
-                        : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream, after)
+    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
+                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
+#define GS_WQ(F, S128, G128)                                                               \
+  return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1, G128>(a, stream)        \
+                        : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream)
   if (a.fmt == mx8) GS_WQ(mx8, kWqStages, kWqGroupsMx);
   if (a.fmt == mx4) GS_WQ(mx4, kWqStages, kWqGroupsMx);
   GS_WQ(b8, kWqStagesBlock, 2);
 #undef GS_WQ
 #else
-  (void)after;  // the tile kernel does not wait (gs_launch_moe's note)
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
   // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
   // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
@@ -2835,15 +2787,16 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, bool afte
 // The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
 // zero-fill rows: the whole call in one launch.
 template <int FMT, int NT, int ST, int MINB, int XS = 0, int W = kMmaWarps>
-inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten, bool after) {
+inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
   constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST, W>();
   constexpr int tn = W * NT * 8, uc = gs_ring_chunks(FMT);
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>>(smem);
   if (err != hipSuccess) return err;
   const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
   dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
-  return gs_launch_moe<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>>(grid, dim3(W * 32), smem, stream,
-                                                                                   after, a);
+  hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>), grid, dim3(W * 32), smem,
+                     stream, a);
+  return hipGetLastError();
 }
 #endif
 
@@ -2887,7 +2840,7 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 
 #if GS_MOE_MAIN_UNIT
 #if defined(GS_BACKEND_CUDA)
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, bool after, hipStream_t stream);
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream);
 #endif
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream);
@@ -2916,8 +2869,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
 #endif
-  const bool prepared = a.R > 0 && ((zero_unwritten && a.N > 0 && zero_rows == 0) || x16);
-  if (prepared) {
+  if (a.R > 0 && ((zero_unwritten && a.N > 0 && zero_rows == 0) || x16)) {
     const int64_t blocks = a.R < 65535 ? a.R : 65535;
     GsMoeArgs pa = a;
     if (!x16) pa.xh = nullptr;
@@ -2942,16 +2894,15 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     if (ring) {
       const int zr = zero_rows > 0 ? 1 : 0;
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
-      if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr, prepared);
+      if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
       if (a.fmt == mx8)
-        return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(
-            a, stream, zr, prepared);
+        return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(a, stream, zr);
       if (a.fmt == mx4)
         return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, kRingMinBlocksMxfp4, kRingXsMxfp4,
-                              kRingWarpsMxfp4>(a, stream, zr, prepared);
-      return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr, prepared);
+                              kRingWarpsMxfp4>(a, stream, zr);
+      return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
-    return gs_moe_gemm_launch_prefill(a, block_m, prepared, stream);  // larger slots (prefill)
+    return gs_moe_gemm_launch_prefill(a, block_m, stream);  // larger slots (prefill)
   }
 #elif defined(GS_BACKEND_HIP)
   if (mma) {
