@@ -9,7 +9,8 @@
 #                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only; sources in WGMMA_SOURCES also for sm_90a with
 #                        -DGS_SM90A=1 (as harness/native/build.py builds on the H100 / H200), whose PTX must
-#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels.
+#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels (the whole
+#                        moe_gemm.hip too: its launcher's sm_90a paths are host code of that build).
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
 # vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
@@ -38,7 +39,7 @@ pyinc=$("$py" -c 'import pybind11, sysconfig; print(pybind11.get_include(), sysc
 read -r pybind_inc python_inc <<<"$pyinc"
 inc=(-isystem "$pybind_inc" -isystem "$python_inc")
 MFMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip)
-WGMMA_SOURCES=(kernels/moe_gemm/moe_gemm.prefill.hip)
+WGMMA_SOURCES=(kernels/moe_gemm/moe_gemm.hip kernels/moe_gemm/moe_gemm.prefill.hip)
 failures=0
 run() {  # run <file> <target> <command...>
   local file=$1 target=$2; shift 2

@@ -276,7 +276,7 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
 #undef PF
 #if defined(GS_SM90A)
   if constexpr (FMT == GS_FMT_BF16) {
-#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<BN, S, BM, MINB>(AA, 0))); }, false)
+#define WG(NAME, BN, S, BM, MINB, AA) run(NAME, [&] { CK((gs_launch_wgmma<BN, S, BM, MINB>(AA, 0, 0))); }, false)
     // 128-row slots (block_m 128) with 128-row CTAs; the launcher's first.
     WG("wgmma_BM128_N256_S4_m128", 256, 4, 128, 1, a128);
     WG("wgmma_BM128_N128_S6_m128", 128, 6, 128, 1, a128);

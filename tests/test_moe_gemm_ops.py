@@ -664,6 +664,47 @@ def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
     assert quant.max_rel_error(captured.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + 288 * 2.0**-24
 
 
+# Kernel launches per call on the H100 / H200 (compute capability 9.0, built for sm_90a): one where the kernel's
+# grid carries the zero-fill, one more for gs_moe_prepare_rows' f16 x, and the MX prefill's fast and exact forms.
+LAUNCHES_SM90A = [
+    ("bf16", 1, 1),  # CUDA-core kernel
+    ("bf16", 16, 1),  # bf16 ring
+    ("bf16", 64, 1),  # bf16 warpgroup-MMA kernel
+    ("bf16", 128, 1),
+    ("mxfp8", 1, 1),  # CUDA-core kernel
+    ("mxfp8", 16, 2),  # prepare_rows, ring
+    ("mxfp4", 1, 2),
+    ("block_fp8", 128, 2),  # prepare_rows, quantized warpgroup-MMA kernel
+    ("mxfp8", 128, 3),  # prepare_rows, fast form, exact form
+    ("mxfp4", 64, 3),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("fmt", "block_m", "launches"), LAUNCHES_SM90A)
+def test_gpu_kernel_launches_per_call(fmt, block_m, launches):
+    """Each launch costs the host a few microseconds per eager call (bench/moe_gemm.py, host_us). Method: capture
+    one call with uncovered rows (so the zero-fill runs) and count the graph's kernel nodes. Expected: the table
+    above, and no node of another kind (no memset: the zero-fill is a kernel's work)."""
+    from harness.native import graph_node_kinds
+
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip("the launch counts are stated for the sm_90a build (H100 / H200)")
+    x, q, bmap = _problem(fmt, e=4, n=136, k=288, sizes=(5, 0, 16, 1), slack=7, block_m=block_m, seed=11)
+    qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
+    mo.moe_gemm(xd, qd, bd, block_m)  # build, plan and first launches outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph(keep_graph=True)
+    with torch.cuda.graph(graph):
+        out = mo.moe_gemm(xd, qd, bd, block_m)
+    kinds = graph_node_kinds(graph.raw_cuda_graph())
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out[22:].cpu(), torch.zeros(7, 136, dtype=torch.bfloat16))
+    assert kinds == {"kernel": launches}, kinds
+    graph.reset()
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("fmt", "block_m", "slack"),
@@ -683,14 +724,17 @@ def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
         ("bf16", 64, 8),
         ("block_fp8", 64, 300),
         ("bf16", 128, 8),
+        ("bf16", 128, 5000),
+        ("bf16", 64, 300),
     ],
 )
 def test_gpu_zero_fill_and_its_negative_control(fmt, block_m, slack):
-    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4) and the bf16 ring
-    (16) with zero-fill blocks in their own grids (64-row ranges, at most 64 blocks: 5000 rows loop), the
-    fp8 / MXFP4 ring (mxfp4 up to block_m 16, mxfp8 at 16) and the prefill kernel (64, 128) through
-    gs_moe_prepare_rows, which writes their f16 x; with 300 slack rows nearly all of the output is unwritten
-    rows. zero_unwritten=False leaves the poison: what the fill is measured against."""
+    """Every kernel path zero-fills uncovered rows: the CUDA-core kernel (block_m 4), the bf16 ring (16) and,
+    on the H100 / H200, the bf16 warpgroup-MMA kernel (64, 128) with zero-fill blocks in their own grids
+    (64-row ranges, at most 64 blocks: 5000 rows loop), the fp8 / MXFP4 ring (mxfp4 up to block_m 16, mxfp8
+    at 16) and the quantized prefill kernels (64, 128) through gs_moe_prepare_rows, which writes their f16 x;
+    with 300 slack rows nearly all of the output is unwritten rows. zero_unwritten=False leaves the poison:
+    what the fill is measured against."""
     x, q, bmap = _problem(fmt, sizes=(4, 4), slack=slack, block_m=block_m)
     args = (x.cuda(), _to(q, "cuda"), bmap.cuda())
     with _nan_fill():

@@ -7,7 +7,8 @@
 //
 // Zero-fill (aiter#5831 defect 1): rows no slot covers (foreign experts under expert parallelism, -1
 // padding) are written as zeros inside the op and so inside any graph that captures it: by zero-fill blocks
-// in the CUDA-core and ring kernels' own grids (gs_zero_uncovered_rows), else by gs_moe_prepare_rows. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
+// in the CUDA-core, bf16 ring and bf16 warpgroup-MMA kernels' own grids (gs_zero_fill_block), else by
+// gs_moe_prepare_rows. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
 // host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
 // Four kernels:
@@ -410,7 +411,8 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
 // order, same fmaf sequence, same lane tree). Block = 8 lane groups x NC columns; grid (N tiles, slots).
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
-// Zero-fill blocks of the CUDA-core and ring kernels: gs_moe_gemm_launch adds grid rows past the S slots';
+// Zero-fill blocks of the CUDA-core, ring and bf16 warpgroup-MMA kernels: gs_moe_gemm_launch adds grid rows
+// past the S slots';
 // zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass over the map marks
 // the range's rows that a valid slot covers, then the block zeroes the others (what gs_moe_prepare_rows
 // does), so these paths make one launch per call: the second launch cost about 2-3 us of host time per eager
@@ -439,14 +441,18 @@ __device__ __forceinline__ void gs_zero_uncovered_rows(const GsMoeArgs& a, int64
     __syncthreads();  // `covered` is reset for the next range only after every thread has read it
   }
 }
+// A kernel's first step where the launcher may add zero-fill rows to its grid: true (after the fill) for a
+// block past the S slots' rows, which then returns; block-uniform.
+__device__ __forceinline__ bool gs_zero_fill_block(const GsMoeArgs& a) {
+  if (static_cast<int64_t>(blockIdx.y) < a.S) return false;
+  const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
+  gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
+  return true;
+}
 
 template <int FMT, int MR, int DEC, int NC = GsTile<MR>::NC, int MINB = 1>
 __global__ void __launch_bounds__(kThreads, MINB) gs_moe_gemm_kernel(GsMoeArgs a) {
-  if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
-    const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
-    gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
-    return;
-  }
+  if (gs_zero_fill_block(a)) return;
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // surplus slot stamped -1 (aiter: ExptData == -1)
@@ -963,11 +969,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
   static_assert(kThr % R::kPieces == 0 && TN % kRowStep == 0 && TN <= kThr && kXPer >= 1 && 16 * U * 4 % kThr == 0,
                 "ring tiling");
   extern __shared__ __align__(16) uint8_t gs_ring_smem[];
-  if (static_cast<int64_t>(blockIdx.y) >= a.S) {  // block-uniform: a zero-fill block
-    const int64_t zrows = static_cast<int64_t>(gridDim.y) - a.S;
-    gs_zero_uncovered_rows(a, (static_cast<int64_t>(blockIdx.y) - a.S) * gridDim.x + blockIdx.x, zrows * gridDim.x);
-    return;
-  }
+  if (gs_zero_fill_block(a)) return;
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
@@ -1852,6 +1854,7 @@ __global__ void __launch_bounds__(256, MINB) gs_moe_gemm_wgmma_kernel(GsMoeArgs 
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(gs_wg_smem_raw));
   uint8_t* const ring = gs_wg_smem_raw + ((1024u - (raw & 1023u)) & 1023u);
   const uint32_t ring_s = static_cast<uint32_t>(__cvta_generic_to_shared(ring));
+  if (gs_zero_fill_block(a)) return;
   const int64_t slot = blockIdx.y;
   const int32_t expert = a.map[slot * 3];
   if (expert < 0 || expert >= a.E) return;  // block-uniform
@@ -2716,13 +2719,16 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
   return hipGetLastError();
 }
 
-// The warpgroup-MMA kernel (bf16, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB CTAs per SM.
+// The warpgroup-MMA kernel (bf16, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB CTAs per SM,
+// and its zero-fill rows (gs_zero_rows; the zero-fill blocks take the tail the GEMM's last wave leaves): the
+// whole call in one launch.
 template <int BN, int S, int BM, int MINB = 1>
-inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream) {
+inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
   using P = GsWg<BN, S, BM>;
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>>(P::kSmem);
   if (err != hipSuccess) return err;
-  dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(a.S));
+  const int64_t gx = (a.N + BN - 1) / BN, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
+  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
   hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
   return hipGetLastError();
 }
@@ -2753,12 +2759,12 @@ inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream
 // Larger slots (prefill): in sm_90a builds the warpgroup-MMA kernels (kWgN's and kWqStages' notes), else the
 // shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of block_m >= 128 (GsPf's note).
 // Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream) {
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
 #if defined(GS_SM90A)
   if (a.fmt == bf16)
-    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream)
-                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream);
+    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream, zero_unwritten)
+                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream, zero_unwritten);
 #define GS_WQ(F, S128, G128)                                                               \
   return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1, G128>(a, stream)        \
                         : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream)
@@ -2767,6 +2773,7 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream
   GS_WQ(b8, kWqStagesBlock, 2);
 #undef GS_WQ
 #else
+  (void)zero_unwritten;  // gs_moe_gemm_launch zero-fills with gs_moe_prepare_rows for these kernels
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
   // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
   // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
@@ -2840,7 +2847,7 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 
 #if GS_MOE_MAIN_UNIT
 #if defined(GS_BACKEND_CUDA)
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, hipStream_t stream);
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream);
 #endif
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream);
@@ -2855,9 +2862,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   const bool ring = gs_moe_uses_ring(a, block_m);
   const bool x16 = gs_moe_workspace_bytes(a, block_m) > 0;
   if (x16 && (a.xh == nullptr || a.x_rs == nullptr)) return hipErrorInvalidValue;
-  // The CUDA-core and bf16 ring kernels fold the zero-fill into their own grids (gs_zero_uncovered_rows: one
-  // launch per call); where gs_moe_prepare_rows runs anyway (the f16 x of the fp8 / MXFP4 tensor-core paths)
-  // it zero-fills, as it does for the MFMA kernel, an empty map and grids past 65535 rows.
+  // The CUDA-core, bf16 ring and bf16 warpgroup-MMA kernels fold the zero-fill into their own grids
+  // (gs_zero_fill_block: one launch per call); where gs_moe_prepare_rows runs anyway (the f16 x of the fp8 /
+  // MXFP4 tensor-core paths) it zero-fills, as it does for the MFMA kernel, the sm_80 tile kernel, an empty
+  // map and grids past 65535 rows.
   int64_t zero_rows = 0;
   if (zero_unwritten && !mma) {
     const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN;
@@ -2866,6 +2874,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
 #if defined(GS_BACKEND_CUDA)
   if (zero_unwritten && ring && !x16) {
     const int64_t tile = kMmaWarps * 8 * gs_ring_nt(a.fmt);  // the bf16 ring's grid width (the one ring without x16)
+    zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
+  }
+  if (zero_unwritten && !ring && !x16 && gs_moe_uses_wgmma(a, block_m)) {
+    const int64_t tile = block_m >= 128 ? kWgN : kWgN64;  // the bf16 warpgroup-MMA kernel's grid width
     zero_rows = gs_zero_rows(a, (a.N + tile - 1) / tile);
   }
 #endif
@@ -2902,7 +2914,7 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
                               kRingWarpsMxfp4>(a, stream, zr);
       return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
     }
-    return gs_moe_gemm_launch_prefill(a, block_m, stream);  // larger slots (prefill)
+    return gs_moe_gemm_launch_prefill(a, block_m, zero_rows > 0 ? 1 : 0, stream);  // larger slots (prefill)
   }
 #elif defined(GS_BACKEND_HIP)
   if (mma) {
