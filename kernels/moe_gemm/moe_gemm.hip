@@ -2097,58 +2097,36 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
   const float* const bsrc =
       kBlock ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + (col0 / kWqCols) * a.s_sn : nullptr;
   if constexpr (MODE != kWqExact) {
-    // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit the window. Both
-    // launches of the pair scan the CTA's scale rows, so the scan is spread over every thread: pieces of 16, 4
-    // or 1 bytes (what the layout's alignment allows), 8 loads in flight per thread, byte-wise min / max per
-    // 32-bit word (255 left out of both: of the min as the sentinel it is, of the max by a mask), then shared
-    // atomics per column. One column per thread in 4-byte loads took 7 dependent rounds of loads at
-    // DSv3-prefill, and the exact form's launch, whose CTAs nearly all exit after the scan, cost 0.042 ms of
-    // the MXFP8 pair's 0.676 (reports/measurements/h200-2026-12-02-session12, call E).
-    __shared__ unsigned col_lo[kCols], col_hi[kCols];
-    for (int c = tid; c < kCols; c += P::kThreads) col_lo[c] = 255u, col_hi[c] = 0u;
-    __syncthreads();
-    const uintptr_t salign = reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn);
-    const int pb = a.s_sk != 1                                    ? 1
-                   : nchunks % 16 == 0 && (salign & 15u) == 0 ? 16
-                   : nchunks % 4 == 0 && (salign & 3u) == 0   ? 4
-                                                              : 1;
-    const int total = kCols * static_cast<int>(nchunks / pb);  // piece i: column i % kCols, piece i / kCols
-    const uint8_t* const s_expert = a.s + expert * a.s_se;
-    for (int i0 = tid; i0 < total; i0 += 8 * P::kThreads) {
-      uint4 v[8];
-      int col[8];
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        const int i = i0 + u * P::kThreads;
-        col[u] = i < total ? i % kCols : -1;
-        v[u] = make_uint4(~0u, ~0u, ~0u, ~0u);  // bytes 255: seen by neither the min nor the max
-        if (col[u] < 0) continue;
-        const int64_t n = col0 + col[u] < a.N ? col0 + col[u] : a.N - 1;  // clamp: never stored
-        const uint8_t* src = s_expert + n * a.s_sn + static_cast<int64_t>(i / kCols) * pb * a.s_sk;
-        if (pb == 16) v[u] = *reinterpret_cast<const uint4*>(src);
-        else if (pb == 4) v[u].x = *reinterpret_cast<const uint32_t*>(src);
-        else v[u].x = 0xFFFFFF00u | *src;
-      }
-#pragma unroll
-      for (int u = 0; u < 8; ++u) {
-        if (col[u] < 0) continue;
-        uint32_t lo4 = ~0u, hi4 = 0u;
-        for (uint32_t w : {v[u].x, v[u].y, v[u].z, v[u].w}) {
-          lo4 = __vminu4(lo4, w);
-          hi4 = __vmaxu4(hi4, w & ~__vcmpeq4(w, ~0u));
-        }
-        lo4 = __vminu4(lo4, lo4 >> 16), lo4 = __vminu4(lo4, lo4 >> 8);
-        hi4 = __vmaxu4(hi4, hi4 >> 16), hi4 = __vmaxu4(hi4, hi4 >> 8);
-        if ((lo4 & 0xFFu) != 255u) {
-          atomicMin(&col_lo[col[u]], lo4 & 0xFFu);
-          atomicMax(&col_hi[col[u]], hi4 & 0xFFu);
-        }
-      }
-    }
-    __syncthreads();
+    // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit the window. Thread
+    // tid < kCols scans column tid's row in 16-byte loads where the layout allows (4-byte, then byte loads
+    // otherwise), 6 in flight (8 made ptxas spill in MXFP4's 64-row fast form, whose registers the scan
+    // shares), with byte-wise min / max per 32-bit word (255 left out of both: of the min as
+    // the sentinel it is, of the max by a mask). Both launches of the pair scan, and the exact form's launch,
+    // whose CTAs nearly all exit after it, cost 0.042 ms of the MXFP8 pair's 0.676 at DSv3-prefill with 4-byte
+    // loads (7 dependent rounds of 8 loads there; reports/measurements/h200-2026-12-02-session12, call E).
+    // Spreading the scan over every thread with shared atomics per column measured 0.022 ms faster there and
+    // 0.0024 ms slower at small-K-MoE (h200-2026-12-02-session14, call C).
     int fits = 1;
     if (tid < kCols) {
-      const unsigned lo = col_lo[tid], hi = col_hi[tid];
+      uint32_t lo4 = ~0u, hi4 = 0u;
+      auto see = [&](uint32_t w) { lo4 = __vminu4(lo4, w), hi4 = __vmaxu4(hi4, w & ~__vcmpeq4(w, ~0u)); };
+      const uintptr_t salign = reinterpret_cast<uintptr_t>(a.s) | static_cast<uintptr_t>(a.s_se | a.s_sn);
+      int64_t q = 0;
+      if (vec_s && (salign & 15u) == 0) {
+#pragma unroll 6
+        for (; q + 16 <= nchunks; q += 16) {
+          const uint4 w = *reinterpret_cast<const uint4*>(ssrc + q);
+          see(w.x), see(w.y), see(w.z), see(w.w);
+        }
+      }
+      if (vec_s) {
+#pragma unroll 4
+        for (; q + 4 <= nchunks; q += 4) see(*reinterpret_cast<const uint32_t*>(ssrc + q));
+      }
+      for (; q < nchunks; ++q) see(0xFFFFFF00u | ssrc[q * a.s_sk]);  // bytes 255: seen by neither
+      lo4 = __vminu4(lo4, lo4 >> 16), lo4 = __vminu4(lo4, lo4 >> 8);
+      hi4 = __vmaxu4(hi4, hi4 >> 16), hi4 = __vmaxu4(hi4, hi4 >> 8);
+      const unsigned lo = lo4 & 0xFFu, hi = hi4 & 0xFFu;
       fits = lo == 255u || hi - lo <= static_cast<unsigned>(P::kWindow);
       col_shift[tid] = lo == 255u ? 127 : static_cast<int>(hi) - P::kTop;
     }
