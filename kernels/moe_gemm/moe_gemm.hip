@@ -2104,8 +2104,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
     // the sentinel it is, of the max by a mask). Both launches of the pair scan, and the exact form's launch,
     // whose CTAs nearly all exit after it, cost 0.042 ms of the MXFP8 pair's 0.676 at DSv3-prefill with 4-byte
     // loads (7 dependent rounds of 8 loads there; reports/measurements/h200-2026-12-02-session12, call E).
-    // Spreading the scan over every thread with shared atomics per column measured 0.022 ms faster there and
-    // 0.0024 ms slower at small-K-MoE (h200-2026-12-02-session14, call C).
+    // With 16-byte loads the op from a graph at DSv3-prefill (bench/moe_gemm.py, gs_moe_prepare_rows included)
+    // took 0.683 / 0.684 ms for MXFP8 against 0.716 with 4-byte loads in the same run, MXFP4 0.666 / 0.667
+    // against 0.694 / 0.701, small-K-MoE unchanged (h200-2026-12-02-session14, call D); spreading the scan over
+    // every thread with shared atomics per column measured 0.022 ms faster there but 0.0024 ms slower at
+    // small-K-MoE (call C).
     int fits = 1;
     if (tid < kCols) {
       uint32_t lo4 = ~0u, hi4 = 0u;
