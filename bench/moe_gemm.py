@@ -73,11 +73,13 @@ def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
 SETTLE_S = 0.5
 
 
-def host_us(fn, iters: int = 30, trials: int = 3) -> float:
+def host_us(fn, iters: int = 50, trials: int = 7) -> float:
     """Host microseconds per call: `iters` back-to-back calls timed on the host clock with no synchronisation
-    inside (the launches queue up; 30 calls of at most 2 kernels stay far below the launch queue's depth),
-    the best of `trials`. What an eager caller pays in Python, dispatch, checks and launches per call; 30 x 3
-    calls keep the 40 ms MXFP4 prefill row at about 4 s."""
+    inside (the launches queue up; 50 calls of at most 3 kernels stay far below the launch queue's depth),
+    the best of `trials`. What an eager caller pays in Python, dispatch, checks and launches per call. The best
+    of 7 x 50: with 3 x 30 the same row of the same code moved by up to 7 us between runs on the H200's host
+    (reports/measurements/h200-2026-12-02-session13); the slowest row (MX prefill, about 0.7 ms of device time
+    per call) then takes about 0.25 s."""
     fn()
     torch.cuda.synchronize()
     best = float("inf")
