@@ -8,8 +8,8 @@
 // Zero-fill (aiter#5831 defect 1): rows no slot covers (foreign experts under expert parallelism, -1
 // padding) are written as zeros inside the op and so inside any graph that captures it: by zero-fill blocks
 // in the CUDA-core, bf16 ring and bf16 warpgroup-MMA kernels' own grids (gs_zero_fill_block), else by
-// gs_moe_prepare_rows. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device; the
-// host never sees the routing). zero_unwritten=0 exists only for the negative control.
+// gs_moe_prepare_rows. Only those rows: a row is zeroed iff no valid slot covers it (decided on the device;
+// the host never sees the routing). zero_unwritten=0 exists only for the negative control.
 //
 // Four kernels:
 // * The CUDA-core kernel (every format, every slot size; on AMD the only one outside the MFMA targets)
@@ -412,14 +412,13 @@ __device__ __forceinline__ void gs_load_x_chunk(const GsMoeArgs& a, int64_t row,
 // NC and MINB (blocks per SM the register budget must allow) default to the launcher's choice;
 // bench/moe_gemm_variants.cu instantiates others to measure them.
 // Zero-fill blocks of the CUDA-core, ring and bf16 warpgroup-MMA kernels: gs_moe_gemm_launch adds grid rows
-// past the S slots';
-// zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass over the map marks
-// the range's rows that a valid slot covers, then the block zeroes the others (what gs_moe_prepare_rows
-// does), so these paths make one launch per call: the second launch cost about 2-3 us of host time per eager
-// call on the H200's host (reports/measurements/h200-2026-12-01-session3-kernels). A block per row instead
-// (a map pass and three barriers each) made the ring path 59-65 us slower at 512 rows (Hy4-TP8 16 tokens,
-// reports/measurements/h200-2026-12-01-session4-kernels run1): those blocks queue for the few SM slots the
-// GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two
+// past the S slots'; zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass
+// over the map marks the range's rows that a valid slot covers, then the block zeroes the others (what
+// gs_moe_prepare_rows does), so these paths make one launch per call: the second launch cost about 2-3 us of
+// host time per eager call on the H200's host (reports/measurements/h200-2026-12-01-session3-kernels). A block
+// per row instead (a map pass and three barriers each) made the ring path 59-65 us slower at 512 rows (Hy4-TP8
+// 16 tokens, reports/measurements/h200-2026-12-01-session4-kernels run1): those blocks queue for the few SM
+// slots the GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two
 // kinds of block need no order. Every thread of the block calls it.
 constexpr int kZeroRows = 64;
 __device__ __forceinline__ void gs_zero_uncovered_rows(const GsMoeArgs& a, int64_t zb, int64_t zn) {

@@ -7,10 +7,11 @@
 // stream.
 //
 // The workspace rule: every call allocates its own workspace from torch's allocator (gs_scratch) while the
-// stream it launches on is current. An eager call's buffer goes back to torch's caching allocator when the call returns and is reused
-// only in that stream's order; a call under graph capture takes it from the graph's private pool, where it lives
-// as long as the graph, so a replay never shares scratch with an eager call or another graph. Every byte the
-// GEMM reads from it is written by the same call's first kernel (moe_gemm.hip, gs_moe_prepare_rows).
+// stream it launches on is current. An eager call's buffer goes back to torch's caching allocator when the call
+// returns and is reused only in that stream's order; a call under graph capture takes it from the graph's
+// private pool, where it lives as long as the graph, so a replay never shares scratch with an eager call or
+// another graph. Every byte the GEMM reads from it is written by the same call's first kernel (moe_gemm.hip,
+// gs_moe_prepare_rows).
 #include "gs_torch.h"
 
 #include "moe_gemm.entry.h"
