@@ -68,9 +68,10 @@ def define_planner(qualname: str, planner: Callable, schema: str) -> torch._ops.
 
 def register_native(qualname: str, module: types.ModuleType, device: torch.device) -> None:
     """Have ``module`` (a family's built module with a dispatcher unit) register its C++ kernel for ``qualname``
-    at ``device``'s key, unless the key has a kernel already (the dispatcher is the record). Before it does, the stream its kernel would launch on is compared
-    with torch's current stream: a torch build whose device guard names another stream (or none) is refused
-    here, with the two handles, instead of launching on the wrong stream."""
+    at ``device``'s key, unless the key has a kernel already (the dispatcher is the record). Before it does,
+    the stream its kernel would launch on is compared with torch's current stream: a torch build whose device
+    guard names another stream (or none) is refused here, with the two handles, instead of launching on the
+    wrong stream."""
     key = "CPU" if device.type == "cpu" else "CUDA"
     with _REGISTERING:
         if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key):

@@ -2734,15 +2734,14 @@ inline hipError_t gs_launch_prefill(const GsMoeArgs& a, hipStream_t stream) {
 }
 
 // The warpgroup-MMA kernel (bf16, sm_90a builds): BM rows and BN columns per CTA, S stages, MINB CTAs per SM,
-// and its zero-fill rows (gs_zero_rows; the zero-fill blocks take the tail the GEMM's last wave leaves): the
-// whole call in one launch.
+// and zero_rows grid rows of zero-fill blocks (gs_zero_fill_block; they take the tail the GEMM's last wave
+// leaves): the whole call in one launch.
 template <int BN, int S, int BM, int MINB = 1>
-inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
+inline hipError_t gs_launch_wgmma(const GsMoeArgs& a, hipStream_t stream, int64_t zero_rows) {
   using P = GsWg<BN, S, BM>;
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>>(P::kSmem);
   if (err != hipSuccess) return err;
-  const int64_t gx = (a.N + BN - 1) / BN, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
-  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
+  dim3 grid(static_cast<unsigned>((a.N + BN - 1) / BN), static_cast<unsigned>(a.S + zero_rows));
   hipLaunchKernelGGL((gs_moe_gemm_wgmma_kernel<BN, S, BM, MINB>), grid, dim3(P::kThreads), P::kSmem, stream, a);
   return hipGetLastError();
 }
@@ -2773,12 +2772,12 @@ inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream
 // Larger slots (prefill): in sm_90a builds the warpgroup-MMA kernels (kWgN's and kWqStages' notes), else the
 // shared-memory tile kernel, 64 x 256 outputs per CTA, 128 x 256 for slots of block_m >= 128 (GsPf's note).
 // Compiled in the prefill translation unit (GS_MOE_PREFILL_UNIT).
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream) {
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int64_t zero_rows, hipStream_t stream) {
   constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
 #if defined(GS_SM90A)
   if (a.fmt == bf16)
-    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream, zero_unwritten)
-                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream, zero_unwritten);
+    return block_m >= 128 ? gs_launch_wgmma<kWgN, kWgStages, 128>(a, stream, zero_rows)
+                          : gs_launch_wgmma<kWgN64, kWgStages64, 64, kWgMinBlocks64>(a, stream, zero_rows);
 #define GS_WQ(F, S128, G128)                                                               \
   return block_m >= 128 ? gs_launch_wgmma_q_forms<F, 128, S128, 1, G128>(a, stream)        \
                         : gs_launch_wgmma_q_forms<F, 64, kWqStages64, kWqMinBlocks64>(a, stream)
@@ -2787,7 +2786,7 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_
   GS_WQ(b8, kWqStagesBlock, 2);
 #undef GS_WQ
 #else
-  (void)zero_unwritten;  // gs_moe_gemm_launch zero-fills with gs_moe_prepare_rows for these kernels
+  (void)zero_rows;  // 0 here: gs_moe_gemm_launch zero-fills with gs_moe_prepare_rows for these kernels
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
   // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
   // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
@@ -2805,16 +2804,15 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_
 }
 #endif  // GS_MOE_PREFILL_UNIT
 
-// The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and its
-// zero-fill rows: the whole call in one launch.
+// The ring kernel with NT n8 tiles per warp, ST stages, registers capped for MINB blocks per SM, and zero_rows
+// grid rows of zero-fill blocks: the whole call in one launch.
 template <int FMT, int NT, int ST, int MINB, int XS = 0, int W = kMmaWarps>
-inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int zero_unwritten) {
+inline hipError_t gs_launch_ring(const GsMoeArgs& a, hipStream_t stream, int64_t zero_rows) {
   constexpr int smem = gs_ring_smem_bytes<FMT, NT, ST, W>();
   constexpr int tn = W * NT * 8, uc = gs_ring_chunks(FMT);
   const hipError_t err = gs_smem_opt_in<gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>>(smem);
   if (err != hipSuccess) return err;
-  const int64_t gx = (a.N + tn - 1) / tn, zero_rows = zero_unwritten ? gs_zero_rows(a, gx) : 0;
-  dim3 grid(static_cast<unsigned>(gx), static_cast<unsigned>(a.S + zero_rows));
+  dim3 grid(static_cast<unsigned>((a.N + tn - 1) / tn), static_cast<unsigned>(a.S + zero_rows));
   hipLaunchKernelGGL((gs_moe_gemm_mma_ring_kernel<FMT, NT, ST, MINB, W, uc, XS>), grid, dim3(W * 32), smem,
                      stream, a);
   return hipGetLastError();
@@ -2861,7 +2859,7 @@ inline int64_t gs_moe_workspace_bytes(const GsMoeArgs& a, int block_m) {
 
 #if GS_MOE_MAIN_UNIT
 #if defined(GS_BACKEND_CUDA)
-hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int zero_unwritten, hipStream_t stream);
+hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int64_t zero_rows, hipStream_t stream);
 #endif
 hipError_t gs_moe_gemm_launch_cuda_core_small(const GsMoeArgs& a, int block_m, int64_t zero_rows,
                                               hipStream_t stream);
@@ -2879,7 +2877,10 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   // The CUDA-core, bf16 ring and bf16 warpgroup-MMA kernels fold the zero-fill into their own grids
   // (gs_zero_fill_block: one launch per call); where gs_moe_prepare_rows runs anyway (the f16 x of the fp8 /
   // MXFP4 tensor-core paths) it zero-fills, as it does for the MFMA kernel, the sm_80 tile kernel, an empty
-  // map and grids past 65535 rows.
+  // map and grids past 65535 rows. zero_rows, the kernels' grid rows of zero-fill blocks, is computed once here
+  // and passed on: the grid width it assumes sets only how many blocks share the fill (gs_zero_fill_block covers
+  // every range with any positive count), so a kernel never recounts to a different answer than the one that
+  // skipped gs_moe_prepare_rows' fill.
   int64_t zero_rows = 0;
   if (zero_unwritten && !mma) {
     const int64_t tile = block_m <= 4 ? GsTile<1>::kTileN : GsTile<16>::kTileN;
@@ -2918,17 +2919,17 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
     // 0.430 / 0.448 for the first ring's XS 0, 4 chunks and 4 warps). zero_rows == 0 means
     // gs_moe_prepare_rows zero-filled above (or no fill).
     if (ring) {
-      const int zr = zero_rows > 0 ? 1 : 0;
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
-      if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zr);
+      if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zero_rows);
       if (a.fmt == mx8)
-        return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(a, stream, zr);
+        return gs_launch_ring<mx8, gs_ring_nt(mx8), kRingStages, kRingMinBlocksMxfp8, 0, kRingWarpsMxfp8>(a, stream,
+                                                                                                   zero_rows);
       if (a.fmt == mx4)
         return gs_launch_ring<mx4, gs_ring_nt(mx4), kRingStagesMxfp4, kRingMinBlocksMxfp4, kRingXsMxfp4,
-                              kRingWarpsMxfp4>(a, stream, zr);
-      return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zr);
+                              kRingWarpsMxfp4>(a, stream, zero_rows);
+      return gs_launch_ring<b8, gs_ring_nt(b8), kRingStages, 4>(a, stream, zero_rows);
     }
-    return gs_moe_gemm_launch_prefill(a, block_m, zero_rows > 0 ? 1 : 0, stream);  // larger slots (prefill)
+    return gs_moe_gemm_launch_prefill(a, block_m, zero_rows, stream);  // larger slots (prefill)
   }
 #elif defined(GS_BACKEND_HIP)
   if (mma) {
