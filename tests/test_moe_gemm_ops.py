@@ -229,6 +229,7 @@ def test_gpu_matches_cpu_twin(fmt, block_m, sizes):
         (64, (0, 100, 64, 7), 136, 96),
         (64, (64, 33, 0, 130), 520, 4096),
         (128, (5, 200, 0, 17), 137, 224),
+        (256, (300, 5, 0, 260), 520, 96),
         (1, (1, 0, 1, 1), 136, 288),
         (16, (16, 9, 0, 2), 136, 544),
     ],
@@ -238,13 +239,13 @@ def test_gpu_tensor_core_path_accuracy_and_determinism(fmt, block_m, sizes, n, k
     from block_m 16 on (block_m 1 and 4 run the CUDA-core kernel for them, checked against the same bound). The
     tensor-core kernels (block_m 16: the shared-memory ring; 64: the prefill kernel's 64 x 256 tiles, 128: its
     128 x 256 tiles of 8 warps; on the H100 / H200 the warpgroup-MMA kernels' 64- and 128-row tiles for every
-    format, where the 5- and 17-row slots leave the second row of warps idle and 200 rows
-    run a full and a 72-row tile; N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping over
-    four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
+    format, where the 5- and 17-row slots leave the second row of warps idle and 200 rows run a full and a
+    72-row tile; N=520 leaving three warps of the last tile idle, N=137 odd (scalar stores), 200 rows looping
+    over four 64-row groups in one slot, K=224 a partial stage and a partial group of MXFP8 scale bytes) against
     the f32 oracle (one bf16 rounding plus f32 reordering over K), with partial 16-row tiles, a partial
     128-column block, an odd chunk count (K=96: 3 chunks, a partial 4-chunk stage, and an MXFP8 scale row of
     3 bytes, which the ring cannot copy as one word) and long K; two runs give the same bits (graph replay
-    compares against eager)."""
+    compares against eager). block_m 256 puts two 128-row groups in one slot of the 128-row kernels."""
     x, q, bmap = _problem(fmt, e=4, n=n, k=k, sizes=sizes, slack=5, block_m=block_m, seed=3)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
     assert mo.kernel_path(xd, qd, bd, block_m) == _expected_path(fmt, block_m)
