@@ -18,7 +18,8 @@
 // bf16 (64- and 128-row CTAs, columns, stages) and the quantized formats (rows of x per CTA, stages, forms,
 // warpgroups per CTA), checked like the others; block-FP8 (f32 scales per 128 x 128 block) joins bf16 and MXFP4
 // in (5).
-// GS_VARIANTS_SHAPE=name runs one shape; GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
+// GS_VARIANTS_SHAPE=name runs one shape, GS_VARIANTS_FMT=name (bf16, mxfp8, mxfp4, block_fp8) one format;
+// GS_VARIANTS_ONCE=1 times one launch per variant (for ncu).
 //
 //   nvcc -x cu -O2 -std=c++17 -arch=sm_90a -DGS_SM90A=1 --fmad=false -I kernels/common -I kernels/moe_gemm \
 //        -DGS_MOE_GEMM_MATH_ONLY bench/moe_gemm_variants.cu -o /tmp/moe_gemm_variants && /tmp/moe_gemm_variants
@@ -84,6 +85,12 @@ struct Shape {
   bool rare = false;  // scales up to 2^12 and a NaN byte every 4099 weights: the ring kernel's exact path
 };
 
+// Whether GS_VARIANTS_FMT (unset: every format) selects format `name` for the sweeps below.
+static bool fmt_selected(const char* name) {
+  const char* only = std::getenv("GS_VARIANTS_FMT");
+  return !only || std::strcmp(only, name) == 0;
+}
+
 template <typename Launch>
 static float time_ms(Launch launch, int iters = 20) {
   if (std::getenv("GS_VARIANTS_ONCE")) iters = 1;  // under a profiler: one measured launch per variant
@@ -127,7 +134,7 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
   for (size_t si = 0; si < count; ++si) {
     const Shape& s = shapes[si];
     const char* only = std::getenv("GS_VARIANTS_SHAPE");
-    if ((only && std::strcmp(only, s.name) != 0) || s.tpe > 16 || s.rare) continue;
+    if ((only && std::strcmp(only, s.name) != 0) || s.tpe > 16 || s.rare || !fmt_selected("mxfp4")) continue;
     const int64_t R = s.E * s.tpe;
     const int64_t wbytes = s.E * s.N * s.K / 2, sbytes = s.E * s.N * (s.K / 32);
     std::vector<uint8_t> w(wbytes), sc(sbytes);
@@ -351,6 +358,7 @@ static void prefill_sweep() {
     if (only && std::strcmp(only, s.name) != 0) continue;
     for (const int fmt : {GS_FMT_BF16, GS_FMT_MXFP4, GS_FMT_BLOCK_FP8}) {
       const bool b8 = fmt == GS_FMT_BLOCK_FP8;
+      if (!fmt_selected(fmt == GS_FMT_BF16 ? "bf16" : b8 ? "block_fp8" : "mxfp4")) continue;
       std::printf("\n%s prefill, %s\nshape,variant,ms,weight_GBps,frac_of_copy_bw\n",
                   fmt == GS_FMT_BF16 ? "bf16" : b8 ? "block_fp8" : "mxfp4", s.name);
       const int64_t R = s.E * s.tpe, block_m = 64;
@@ -481,6 +489,7 @@ int main() {
   for (const Shape& s : shapes) {
     const char* only = std::getenv("GS_VARIANTS_SHAPE");  // e.g. Hy4-TP8-16tok
     if (only && std::strcmp(only, s.name) != 0) continue;
+    if (!fmt_selected("mxfp8")) continue;
     const int64_t R = s.E * s.tpe, block_m = s.tpe <= 16 ? s.tpe : 64;
     const int64_t wbytes = s.E * s.N * s.K, sbytes = s.E * s.N * (s.K / 32);
     std::vector<uint8_t> w(wbytes), sc(sbytes);
