@@ -337,6 +337,18 @@ static void prefill_variants(const GsMoeArgs& a, int64_t tpe, Run& run) {
       WQ("wgmma_q_fast_TM64_S4_minb2_m64", 64, 4, 2, kWqFast, aw);
       WQ("wgmma_q_exact_TM64_S4_minb2_m64", 64, 4, 2, kWqExact, aw);
       WQ("wgmma_q_fast_TM64_S4_minb2_m128", 64, 4, 2, kWqFast, aw128);  // 128-row slots in 64-row CTAs
+      // One launch in which each CTA takes its form against the pair (fast form's launch, then the rest's); the
+      // launcher's forms above are one or the other by K (kWqAutoMaxK).
+      WQ("wgmma_q_auto_TM64_S4_minb2_m64", 64, 4, 2, kWqAuto, aw);
+      run("wgmma_q_pair_TM64_S4_minb2_m64", [&] {
+        CK((gs_launch_wgmma_q<FMT, 64, 4, 2, kWqFast>(aw, 0)));
+        CK((gs_launch_wgmma_q<FMT, 64, 4, 2, kWqRest>(aw, 0)));
+      }, false);
+      WQ3("wgmma_q_auto_G3_TM128_S5_m128", 128, 5, kWqAuto, aw128);
+      run("wgmma_q_pair_G3_TM128_S5_m128", [&] {
+        CK((gs_launch_wgmma_q<FMT, 128, 5, 1, kWqFast, 3>(aw128, 0)));
+        CK((gs_launch_wgmma_q<FMT, 128, 5, 1, kWqRest, 3>(aw128, 0)));
+      }, false);
     }
 #undef WQ
 #undef WQF

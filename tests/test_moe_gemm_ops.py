@@ -354,13 +354,15 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
     assert torch.isfinite(out[:16, :4]).all() and out[:, 3].abs().max() > 2.0**60
 
 
+def _hip_constant(name: str) -> int:
+    """The integer value of moe_gemm.hip's `constexpr int` / `int64_t` named `name`."""
+    return int(re.search(rf"constexpr int(?:64_t)? {name} = (\d+);", MOE_GEMM_SOURCE.read_text()).group(1))
+
+
 def _fast_form_window(fmt: str) -> tuple[int, int]:
     """kWqTop* and kWqWindow* of the wgmma kernel's fast form for fmt's element type (read from moe_gemm.hip)."""
-    text = MOE_GEMM_SOURCE.read_text()
     kind = "E2m1" if fmt == "mxfp4" else "E4m3"
-    top = int(re.search(rf"constexpr int kWqTop{kind} = (\d+);", text).group(1))
-    window = int(re.search(rf"constexpr int kWqWindow{kind} = (\d+);", text).group(1))
-    return top, window
+    return _hip_constant(f"kWqTop{kind}"), _hip_constant(f"kWqWindow{kind}")
 
 
 # The f16 bias of each element type's decoded bits in the fast form: e4m3 decodes to its value, e2m1 to its
@@ -409,25 +411,29 @@ _SPLIT_SCALES = {"mxfp8": (17, (107, 128), (100, 122)), "mxfp4": (19, (104, 128)
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
 @pytest.mark.parametrize("block_m", [64, 128])
-def test_gpu_mx_prefill_fast_and_exact_forms_split_by_column_tile(fmt, block_m):
-    """MXFP8 and MXFP4 prefill on the H100 / H200 run two launches: a fast form for column tiles (128 columns at
-    block_m 64, 192 at 128: kWqGroupsMx warpgroups) whose every column's E8M0 bytes (255 aside) span at most the
-    element type's window (kWqWindowE4m3 21, kWqWindowE2m1 24, read from the source: the scale goes into the f16
-    weights, each column's largest exponent sets its offset), then an exact form (an f32 partial per chunk times
-    its scale) for the other tiles. Tile 0 (columns 0..127 or 0..191) is fast, with a NaN scale (255) in column
-    5's chunk 2 and column 9 spanning exactly the window; the last tile (from column 128 or 192) holds column 200
-    spanning one more (it must take the exact form) and column 210 at 2^-118. Every column must match
-    the CPU twin on its own and the NaN column must be NaN in its expert's rows only; a tile neither form
-    computes, a wrong per-column offset or (MXFP4) a wrong e2m1 pair order fails it (the window's exactness is
-    proved on the CPU: test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile
-    kernel computes the same numbers."""
+@pytest.mark.parametrize("k", [256, 1056])
+def test_gpu_mx_prefill_fast_and_exact_forms_split_by_column_tile(fmt, block_m, k):
+    """MXFP8 and MXFP4 prefill on the H100 / H200 take a fast form for column tiles (128 columns at block_m 64,
+    192 at 128: kWqGroupsMx warpgroups) whose every column's E8M0 bytes (255 aside) span at most the element
+    type's window (kWqWindowE4m3 21, kWqWindowE2m1 24, read from the source: the scale goes into the f16
+    weights, each column's largest exponent sets its offset) and an exact form (an f32 partial per chunk times
+    its scale) for the other tiles: K 256 in one launch whose CTAs each take theirs, K 1056 in two (the fast
+    form's launch, then the exact form's; kWqAutoMaxK, read from the source, lies between). Tile 0 (columns
+    0..127 or 0..191) is fast, with a NaN scale (255) in column 5's chunk 2 and column 9 spanning exactly the
+    window; the last tile (from column 128 or 192) holds column 200 spanning one more (it must take the exact
+    form) and column 210 at 2^-118. Every column must match the CPU twin on its own and the NaN column must be
+    NaN in its expert's rows only; a tile neither form computes, a wrong per-column offset or (MXFP4) a wrong
+    e2m1 pair order fails it (the window's exactness is proved on the CPU:
+    test_fast_form_window_keeps_every_weight_exact_in_f16). Elsewhere (mma.sync) the tile kernel computes the
+    same numbers."""
     seed, col9, col200 = _SPLIT_SCALES[fmt]
     window = _fast_form_window(fmt)[1]
     assert col9[1] - col9[0] == window and col200[1] - col200[0] == window + 1
-    groups = int(re.search(r"constexpr int kWqGroupsMx = (\d+);", MOE_GEMM_SOURCE.read_text()).group(1))
+    groups = _hip_constant("kWqGroupsMx")
     tile = 64 * groups if block_m >= 128 else 128
     assert 9 < tile <= 200 < 210 < 256  # columns 5, 9 in tile 0; 200, 210 in the last
-    x, q, bmap = _problem(fmt, e=2, n=256, k=256, sizes=(70, 33), slack=2, block_m=block_m, seed=seed)
+    assert 256 <= _hip_constant("kWqAutoMaxK") < 1056  # one parametrization on each side
+    x, q, bmap = _problem(fmt, e=2, n=256, k=k, sizes=(70, 33), slack=2, block_m=block_m, seed=seed)
     q.scale[0, 5, 2] = 255
     q.scale[:, 9, :4], q.scale[:, 9, 4:] = col9
     q.scale[:, 200, 0], q.scale[:, 200, 1:] = col200
@@ -441,7 +447,7 @@ def test_gpu_mx_prefill_fast_and_exact_forms_split_by_column_tile(fmt, block_m):
     assert out[:, 210].abs().max() > 0
     for col in range(256):
         rows = slice(70, None) if col == 5 else slice(None)
-        bound = OUTPUT_ROUNDING_BOUND + 256 * 2.0**-24
+        bound = OUTPUT_ROUNDING_BOUND + k * 2.0**-24
         assert quant.max_rel_error(out[rows, col], cpu[rows, col]) <= bound, col
     assert torch.equal(out[103:], torch.zeros(2, 256))
 
@@ -482,13 +488,25 @@ def test_gpu_block_fp8_prefill_applies_each_128_block_scale(block_m):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("fmt", "block_m"),
-    [("mxfp8", 16), ("mxfp8", 64), ("mxfp4", 1), ("mxfp4", 16), ("mxfp4", 64), ("mxfp4", 128)],
+    [
+        ("mxfp8", 16),
+        ("mxfp8", 64),
+        ("mxfp4", 1),
+        ("mxfp4", 16),
+        ("mxfp4", 64),
+        ("mxfp4", 128),
+        ("block_fp8", 16),
+        ("block_fp8", 64),
+        ("block_fp8", 128),
+    ],
 )
 def test_gpu_ring_fp8_path_scales_x_rows_into_f16(fmt, block_m):
     """The fp8 ring path reads x as f16 scaled per row by a power of two (gs_moe_prepare_rows). Rows of
     ~2^100 and ~2^-100 leave f16's range unscaled (inf, 0); a row spanning 2^-20..2^20 keeps its large
     terms; inf and NaN in x must give the twin's inf/NaN (inf * 0 is NaN). Compared with the CPU twin. MXFP4
-    reads x the same way (K element 5 is byte 2's high nibble there)."""
+    reads x the same way (K element 5 is byte 2's high nibble there), and so do block-FP8's ring (block_m
+    16) and the quantized prefill kernels (block_m 64 and 128: on the H100 / H200 the warpgroup-MMA kernel,
+    whose block-FP8 form adds each 128-K block's partial times its f32 scale)."""
     x, q, bmap = _problem(fmt, e=2, n=24, k=256, sizes=(16, 16), slack=0, block_m=block_m, seed=7)
     x[0] = x[0].float() * 2.0**100
     x[1] = x[1].float() * 2.0**-100
@@ -665,25 +683,28 @@ def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
     assert quant.max_rel_error(captured.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + 288 * 2.0**-24
 
 
-# Kernel launches per call on the H100 / H200 (compute capability 9.0, built for sm_90a): one where the kernel's
-# grid carries the zero-fill, one more for gs_moe_prepare_rows' f16 x, and the MX prefill's fast and exact forms.
+# Kernel launches per call on the H100 / H200 (compute capability 9.0, built for sm_90a), K 288 unless named: one
+# where the kernel's grid carries the zero-fill, one more for gs_moe_prepare_rows' f16 x, and above K 512
+# (kWqAutoMaxK) the MX prefill's fast and exact forms as two.
 LAUNCHES_SM90A = [
-    ("bf16", 1, 1),  # CUDA-core kernel
-    ("bf16", 16, 1),  # bf16 ring
-    ("bf16", 64, 1),  # bf16 warpgroup-MMA kernel
-    ("bf16", 128, 1),
-    ("mxfp8", 1, 1),  # CUDA-core kernel
-    ("mxfp8", 16, 2),  # prepare_rows, ring
-    ("mxfp4", 1, 2),
-    ("block_fp8", 128, 2),  # prepare_rows, quantized warpgroup-MMA kernel
-    ("mxfp8", 128, 3),  # prepare_rows, fast form, exact form
-    ("mxfp4", 64, 3),
+    ("bf16", 1, 288, 1),  # CUDA-core kernel
+    ("bf16", 16, 288, 1),  # bf16 ring
+    ("bf16", 64, 288, 1),  # bf16 warpgroup-MMA kernel
+    ("bf16", 128, 288, 1),
+    ("mxfp8", 1, 288, 1),  # CUDA-core kernel
+    ("mxfp8", 16, 288, 2),  # prepare_rows, ring
+    ("mxfp4", 1, 288, 2),
+    ("block_fp8", 128, 288, 2),  # prepare_rows, quantized warpgroup-MMA kernel
+    ("mxfp8", 64, 288, 2),  # prepare_rows, one launch in which each CTA takes its form
+    ("mxfp4", 128, 288, 2),
+    ("mxfp8", 128, 544, 3),  # prepare_rows, fast form, exact form
+    ("mxfp4", 64, 544, 3),
 ]
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("fmt", "block_m", "launches"), LAUNCHES_SM90A)
-def test_gpu_kernel_launches_per_call(fmt, block_m, launches):
+@pytest.mark.parametrize(("fmt", "block_m", "k", "launches"), LAUNCHES_SM90A)
+def test_gpu_kernel_launches_per_call(fmt, block_m, k, launches):
     """Each launch costs the host a few microseconds per eager call (bench/moe_gemm.py, host_us). Method: capture
     one call with uncovered rows (so the zero-fill runs) and count the graph's kernel nodes. Expected: the table
     above, and no node of another kind (no memset: the zero-fill is a kernel's work)."""
@@ -691,7 +712,8 @@ def test_gpu_kernel_launches_per_call(fmt, block_m, launches):
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the launch counts are stated for the sm_90a build (H100 / H200)")
-    x, q, bmap = _problem(fmt, e=4, n=136, k=288, sizes=(5, 0, 16, 1), slack=7, block_m=block_m, seed=11)
+    assert 288 <= _hip_constant("kWqAutoMaxK") < 544  # the table's K on each side of it
+    x, q, bmap = _problem(fmt, e=4, n=136, k=k, sizes=(5, 0, 16, 1), slack=7, block_m=block_m, seed=11)
     qd, xd, bd = _to(q, "cuda"), x.cuda(), bmap.cuda()
     mo.moe_gemm(xd, qd, bd, block_m)  # build, plan and first launches outside the capture
     torch.cuda.synchronize()

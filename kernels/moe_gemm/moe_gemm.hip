@@ -1991,11 +1991,16 @@ constexpr int kWqCols = 128;  // block-FP8's scale block, the columns of its CTA
 constexpr int kWqGroupsMx = 3;
 // Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
 // kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
-// scale goes into the f16 weights and every MMA accumulates in place) and kWqRest (only the other CTAs,
-// exactly): the launcher runs kWqFast then kWqRest for MXFP8 and MXFP4. One launch in which each CTA takes either
-// form measured slower where it matters most (DSv3-prefill MXFP8: 0.803 ms against the pair's 0.739, 0.690 for
-// the fast form alone; MXFP4 0.788 against 0.811; small-K-MoE 0.029 against 0.032: reports/measurements/
-// h200-2026-12-02-session11, call C), its registers the larger form's and its code both forms'.
+// scale goes into the f16 weights and every MMA accumulates in place), kWqRest (only the other CTAs, exactly)
+// and kWqAuto (every CTA, in the form its scan chose: both forms' code in one kernel, its registers the larger
+// form's). For MXFP8 and MXFP4 the launcher runs kWqAuto up to kWqAutoMaxK and kWqFast then kWqRest above it: the
+// second launch costs a fixed few microseconds (a launch, and CTAs that scan and exit), the one-launch kernel a
+// share of every MMA stage. On the H200 (reports/measurements/h200-2026-12-03-session16, call C): small-K-MoE
+// (K 512, 64 rows) from a graph MXFP8 0.0329-0.0331 ms against the pair's 0.0356-0.0357, MXFP4 0.0309-0.0312
+// against 0.0339-0.0342 (bench/moe_gemm.py, both trees in one call); kernels alone in 128-row CTAs
+// (bench/moe_gemm_variants.cu), MXFP8 / MXFP4 at K 512 0.0466 / 0.0422 against the pair's 0.0478 / 0.0442, at K
+// 7168 (DSv3-prefill) 0.7387 / 0.7405 against 0.6436 / 0.6399. A line through the two points of each crosses
+// near K 600, so the threshold is the measured K 512.
 // Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
 // f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
 // multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
@@ -2003,7 +2008,8 @@ constexpr int kWqGroupsMx = 3;
 // (decoded to value * 2^-14, gs_e2m1x8_to_f16x2_mul's note): e - c in -23..1 (6 * 2^1 = 12; 0.5 * 2^-23 is f16's
 // smallest subnormal, and e2m1 values have 2 significant bits), the multiplier 2^(e - c + 14) a normal f16
 // (exponent field 6..30). tests/test_moe_gemm_ops.py reads these four numbers and proves both windows exact.
-constexpr int kWqExact = 0, kWqFast = 1, kWqRest = 2;
+constexpr int kWqExact = 0, kWqFast = 1, kWqRest = 2, kWqAuto = 3;
+constexpr int64_t kWqAutoMaxK = 512;
 constexpr int kWqTopE4m3 = 7;
 constexpr int kWqWindowE4m3 = 21;
 constexpr int kWqTopE2m1 = 1;
@@ -2054,7 +2060,6 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
   using P = GsWq<FMT, TM, S, NWG>;
   constexpr int kCols = P::kCols;
   constexpr bool kE2m1 = P::kE2m1, kBlock = P::kBlock;
-  constexpr bool kInPlace = MODE == kWqFast || kBlock;  // every MMA of a stage accumulates without a wait between
   static_assert(!kBlock || MODE == kWqExact, "block-FP8 has one form");
   __shared__ int col_shift[kCols];  // the fast form's c per column (kWqTopE4m3's note)
   constexpr int kXPer = TM / 32;  // x pieces each thread copies per stage (TM rows x 8 pieces)
@@ -2095,6 +2100,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
   }
   const float* const bsrc =
       kBlock ? reinterpret_cast<const float*>(a.s) + expert * a.s_se + (col0 / kWqCols) * a.s_sn : nullptr;
+  bool fast_cta = false;  // the scan's answer: every column's scales fit the fast form's window
   if constexpr (MODE != kWqExact) {
     // Which form takes this CTA: the fast one iff every column's E8M0 bytes (255 aside) fit the window. Thread
     // tid < kCols scans column tid's row in 16-byte loads where the layout allows (4-byte, then byte loads
@@ -2132,228 +2138,239 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
       fits = lo == 255u || hi - lo <= static_cast<unsigned>(P::kWindow);
       col_shift[tid] = lo == 255u ? 127 : static_cast<int>(hi) - P::kTop;
     }
-    const bool fast = __syncthreads_and(fits) != 0;
-    if (fast != (MODE == kWqFast)) return;  // block-uniform: the other launch of the pair takes this CTA
+    fast_cta = __syncthreads_and(fits) != 0;
+    if (MODE != kWqAuto && fast_cta != (MODE == kWqFast)) return;  // block-uniform: the pair's other launch takes it
   }
-  // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc it
-  // reads their bytes of K cc * 32 + 8 t .. + 7 (e4m3: 8 bytes, half t % 2 of piece 2 cc + t / 2; e2m1: 4 bytes,
-  // word t of piece cc).
-  const int c0 = 64 * wg + 16 * warp + g;
-  const int shift[2] = {MODE == kWqFast ? col_shift[c0] : 0, MODE == kWqFast ? col_shift[c0 + 8] : 0};
-  int woff[2][2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int cc = 0; cc < 2; ++cc)
-      woff[h][cc] = P::kXBytes + (kE2m1 ? P::wpiece(c0 + 8 * h, cc) + 4 * t
-                                        : P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8);
-  // A fragments of chunk cc of stage st, f[k16 step][register] (register r: column c0 + 8 (r % 2)), each weight
-  // times its column's f16 multiplier m[r % 2] (e4m3 only where the form scales, MODE kWqFast). e4m3 raw bytes
-  // (0, 1) -> K 2t, 2t + 1 of step 0, (2, 3) -> 2t + 8, 2t + 9, (4..7) likewise for step 1; e2m1 decoded pair i
-  // (gs_e2m1x8_to_f16x2_mul) -> x's pair t + 4 i, the same four positions.
-  auto afrag = [&](const uint8_t* st, int cc, const uint32_t(&m)[2], uint32_t(&f)[2][4]) {
-    if constexpr (kE2m1) {
-      uint32_t h[2][4];
-#pragma unroll
-      for (int c = 0; c < 2; ++c) gs_e2m1x8_to_f16x2_mul(*reinterpret_cast<const uint32_t*>(st + woff[c][cc]), m[c], h[c]);
-      f[0][0] = h[0][0], f[0][1] = h[1][0], f[0][2] = h[0][1], f[0][3] = h[1][1];
-      f[1][0] = h[0][2], f[1][1] = h[1][2], f[1][2] = h[0][3], f[1][3] = h[1][3];
-    } else {
-      const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
-      const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
-      f[0][0] = gs_e4m3x2_to_f16x2(r0.x), f[0][1] = gs_e4m3x2_to_f16x2(r1.x);
-      f[0][2] = gs_e4m3x2_to_f16x2(r0.x >> 16), f[0][3] = gs_e4m3x2_to_f16x2(r1.x >> 16);
-      f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
-      f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
-      if constexpr (MODE == kWqFast) {
-#pragma unroll
-        for (int k16 = 0; k16 < 2; ++k16)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) f[k16][r] = gs_hmul2_bits(f[k16][r], m[r % 2]);
-      }
-    }
-  };
-  constexpr uint32_t unit[2] = {P::kUnit | (P::kUnit << 16), P::kUnit | (P::kUnit << 16)};
-  for (int64_t rg = 0; rg < rows; rg += TM) {
-    const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
-    const uint16_t* xrow[kXPer];
-    bool xin[kXPer];
-#pragma unroll
-    for (int j = 0; j < kXPer; ++j) {
-      const int r = pr + 32 * j;
-      xin[j] = r < mrows;
-      xrow[j] = a.xh + (xin[j] ? (row0 + rg + r) * a.K : 0) + pc * 8;
-    }
-    auto issue = [&](int64_t kt, int sl) {
-      uint8_t* base = ring + sl * P::kStageBytes;
-      const int64_t k = kt * kWgK;
-      const bool xk = k + pc * 8 < a.K;  // K is a multiple of 32
-      if (xcopier) {
-#pragma unroll
-        for (int j = 0; j < kXPer; ++j)
-          gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
-      }
-#pragma unroll
-      for (int j = 0; j < kWPer; ++j) {
-        const bool ok = win[j] && k + wp * wk_piece < a.K;
-        gs_cp_async16(base + P::kXBytes + P::wpiece(wcol[j], wp), ok ? wsrc[j] + (kE2m1 ? k / 2 : k) : a.w, ok);
-      }
-      uint8_t* sd = base + P::kXBytes + P::kWBytes;
-      if constexpr (kBlock) {
-        if (tid == 0) gs_cp_async4(sd, bsrc + (kt / 2) * a.s_sk);  // the stage's 128-K block (2 stages per block)
-      } else if (tid < kCols) {
-        const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
-        sd += tid * 4;
-        if (vec_s && 4 * q + 4 <= nchunks) {
-          gs_cp_async4(sd, ssrc + 4 * q);
-        } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
-          uint32_t v = 0;
-          for (int u = 0; u < 4; ++u)
-            if (4 * q + u < nchunks) v |= static_cast<uint32_t>(ssrc[(4 * q + u) * a.s_sk]) << (8 * u);
-          *reinterpret_cast<uint32_t*>(sd) = v;
+  // The compute side in form F (kWqFast or kWqExact), one instantiation per form: kWqAuto runs the one its
+  // CTA's scan chose.
+  auto compute = [&](auto form) {
+    constexpr int F = decltype(form)::value;
+    // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc it
+    // reads their bytes of K cc * 32 + 8 t .. + 7 (e4m3: 8 bytes, half t % 2 of piece 2 cc + t / 2; e2m1: 4 bytes,
+    // word t of piece cc).
+    const int c0 = 64 * wg + 16 * warp + g;
+    const int shift[2] = {F == kWqFast ? col_shift[c0] : 0, F == kWqFast ? col_shift[c0 + 8] : 0};
+    int woff[2][2];
+  #pragma unroll
+    for (int h = 0; h < 2; ++h)
+  #pragma unroll
+      for (int cc = 0; cc < 2; ++cc)
+        woff[h][cc] = P::kXBytes + (kE2m1 ? P::wpiece(c0 + 8 * h, cc) + 4 * t
+                                          : P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8);
+    // A fragments of chunk cc of stage st, f[k16 step][register] (register r: column c0 + 8 (r % 2)), each weight
+    // times its column's f16 multiplier m[r % 2] (e4m3 only where the form scales, MODE kWqFast). e4m3 raw bytes
+    // (0, 1) -> K 2t, 2t + 1 of step 0, (2, 3) -> 2t + 8, 2t + 9, (4..7) likewise for step 1; e2m1 decoded pair i
+    // (gs_e2m1x8_to_f16x2_mul) -> x's pair t + 4 i, the same four positions.
+    auto afrag = [&](const uint8_t* st, int cc, const uint32_t(&m)[2], uint32_t(&f)[2][4]) {
+      if constexpr (kE2m1) {
+        uint32_t h[2][4];
+  #pragma unroll
+        for (int c = 0; c < 2; ++c) gs_e2m1x8_to_f16x2_mul(*reinterpret_cast<const uint32_t*>(st + woff[c][cc]), m[c], h[c]);
+        f[0][0] = h[0][0], f[0][1] = h[1][0], f[0][2] = h[0][1], f[0][3] = h[1][1];
+        f[1][0] = h[0][2], f[1][1] = h[1][2], f[1][2] = h[0][3], f[1][3] = h[1][3];
+      } else {
+        const uint2 r0 = *reinterpret_cast<const uint2*>(st + woff[0][cc]);
+        const uint2 r1 = *reinterpret_cast<const uint2*>(st + woff[1][cc]);
+        f[0][0] = gs_e4m3x2_to_f16x2(r0.x), f[0][1] = gs_e4m3x2_to_f16x2(r1.x);
+        f[0][2] = gs_e4m3x2_to_f16x2(r0.x >> 16), f[0][3] = gs_e4m3x2_to_f16x2(r1.x >> 16);
+        f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
+        f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
+        if constexpr (F == kWqFast) {
+  #pragma unroll
+          for (int k16 = 0; k16 < 2; ++k16)
+  #pragma unroll
+            for (int r = 0; r < 4; ++r) f[k16][r] = gs_hmul2_bits(f[k16][r], m[r % 2]);
         }
       }
     };
-    float acc[TM / 2], part[TM / 2];
-#pragma unroll
-    for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
-    gs_wgmma_pin(part);
-    gs_wgmma_pin(acc);
-    [[maybe_unused]] float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
-#pragma unroll
-    for (int s = 0; s < S - 2; ++s) {
-      if (s < nkt) issue(s, s);
-      gs_cp_async_commit();
-    }
-    for (int64_t kt = 0; kt < nkt; ++kt) {
-      const int sl = static_cast<int>(kt % S);
-      gs_cp_async_wait<S - 3>();  // stage kt's copies (this thread's) have landed ...
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads ...
-      __syncthreads();  // ... for every thread; the MMAs of stage kt - 2 have finished
-      if (kt + S - 2 < nkt) issue(kt + S - 2, static_cast<int>((kt + S - 2) % S));
-      gs_cp_async_commit();  // possibly empty: keeps the group count per stage
-      const uint8_t* st = ring + sl * P::kStageBytes;
-      const uint32_t xs = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
-      const uint8_t* const ss = st + P::kXBytes + P::kWBytes;
-      if constexpr (kInPlace) {
-        // The stage's 4 MMAs accumulate in place (the fast form into acc with the scale in the weights,
-        // block-FP8 into its block's partial): wait for the previous stage's MMAs (they read the A registers
-        // rewritten here, and block-FP8 reads the finished partial at a block's first stage), then issue these
-        // without waiting. Two sets of A registers, so that one stage's MMAs run over the next stage's
-        // conversion, measured wrong or serialized: ptxas either serializes every wgmma (its C7513 note, "non
-        // wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage")
-        // or, where MMAs stayed in flight across a branch, let them through with wrong sums (H200,
-        // reports/measurements/h200-2026-12-02-session11, call A).
-        gs_wgmma_wait<0>();
-        [[maybe_unused]] const bool block_start = kt % 2 == 0;  // block-FP8: a 128-K block begins
-        uint32_t f[2][2][4];  // [chunk][k16 step][register]
-        if constexpr (kBlock) {
-          if (block_start && kt > 0) {
-            gs_wgmma_pin(part);
-#pragma unroll
-            for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
-          }
-          block_scale = *reinterpret_cast<const float*>(ss);
+    constexpr uint32_t unit[2] = {P::kUnit | (P::kUnit << 16), P::kUnit | (P::kUnit << 16)};
+    for (int64_t rg = 0; rg < rows; rg += TM) {
+      const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
+      const uint16_t* xrow[kXPer];
+      bool xin[kXPer];
+  #pragma unroll
+      for (int j = 0; j < kXPer; ++j) {
+        const int r = pr + 32 * j;
+        xin[j] = r < mrows;
+        xrow[j] = a.xh + (xin[j] ? (row0 + rg + r) * a.K : 0) + pc * 8;
+      }
+      auto issue = [&](int64_t kt, int sl) {
+        uint8_t* base = ring + sl * P::kStageBytes;
+        const int64_t k = kt * kWgK;
+        const bool xk = k + pc * 8 < a.K;  // K is a multiple of 32
+        if (xcopier) {
+  #pragma unroll
+          for (int j = 0; j < kXPer; ++j)
+            gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
         }
-        // The f16 multipliers of chunk cc's columns c0, c0 + 8: the fast form's 2^(e - c) (e4m3) or 2^(e - c + 14)
-        // (e2m1), a normal f16 in the window, NaN for e = 255; the unit elsewhere.
-        uint32_t m[2][2] = {{unit[0], unit[1]}, {unit[0], unit[1]}};  // [chunk][column c0, c0 + 8]
-        auto multipliers = [&](int cc) {
-          if constexpr (MODE == kWqFast) {
-            const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
-                                    *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
-            const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
-            const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, the unit multiplier
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
-              const uint32_t bits = !in        ? P::kUnit
-                                    : e == 255 ? 0x7E00u
-                                               : static_cast<uint32_t>(e - shift[h] + 15 + (kE2m1 ? 14 : 0)) << 10;
-              m[cc][h] = bits | (bits << 16);
+  #pragma unroll
+        for (int j = 0; j < kWPer; ++j) {
+          const bool ok = win[j] && k + wp * wk_piece < a.K;
+          gs_cp_async16(base + P::kXBytes + P::wpiece(wcol[j], wp), ok ? wsrc[j] + (kE2m1 ? k / 2 : k) : a.w, ok);
+        }
+        uint8_t* sd = base + P::kXBytes + P::kWBytes;
+        if constexpr (kBlock) {
+          if (tid == 0) gs_cp_async4(sd, bsrc + (kt / 2) * a.s_sk);  // the stage's 128-K block (2 stages per block)
+        } else if (tid < kCols) {
+          const int64_t q = kt / 2;  // the stage's group of 4 chunks (2 stages per group)
+          sd += tid * 4;
+          if (vec_s && 4 * q + 4 <= nchunks) {
+            gs_cp_async4(sd, ssrc + 4 * q);
+          } else {  // unaligned scale layout or the last partial group: plain loads (0 past the end)
+            uint32_t v = 0;
+            for (int u = 0; u < 4; ++u)
+              if (4 * q + u < nchunks) v |= static_cast<uint32_t>(ssrc[(4 * q + u) * a.s_sk]) << (8 * u);
+            *reinterpret_cast<uint32_t*>(sd) = v;
+          }
+        }
+      };
+      float acc[TM / 2], part[TM / 2];
+  #pragma unroll
+      for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
+      gs_wgmma_pin(part);
+      gs_wgmma_pin(acc);
+      [[maybe_unused]] float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
+  #pragma unroll
+      for (int s = 0; s < S - 2; ++s) {
+        if (s < nkt) issue(s, s);
+        gs_cp_async_commit();
+      }
+      for (int64_t kt = 0; kt < nkt; ++kt) {
+        const int sl = static_cast<int>(kt % S);
+        gs_cp_async_wait<S - 3>();  // stage kt's copies (this thread's) have landed ...
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // ... visible to wgmma's reads ...
+        __syncthreads();  // ... for every thread; the MMAs of stage kt - 2 have finished
+        if (kt + S - 2 < nkt) issue(kt + S - 2, static_cast<int>((kt + S - 2) % S));
+        gs_cp_async_commit();  // possibly empty: keeps the group count per stage
+        const uint8_t* st = ring + sl * P::kStageBytes;
+        const uint32_t xs = ring_s + static_cast<uint32_t>(sl * P::kStageBytes);
+        const uint8_t* const ss = st + P::kXBytes + P::kWBytes;
+        if constexpr (F == kWqFast || kBlock) {
+          // The stage's 4 MMAs accumulate in place (the fast form into acc with the scale in the weights,
+          // block-FP8 into its block's partial): wait for the previous stage's MMAs (they read the A registers
+          // rewritten here, and block-FP8 reads the finished partial at a block's first stage), then issue these
+          // without waiting. Two sets of A registers, so that one stage's MMAs run over the next stage's
+          // conversion, measured wrong or serialized: ptxas either serializes every wgmma (its C7513 note, "non
+          // wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage")
+          // or, where MMAs stayed in flight across a branch, let them through with wrong sums (H200,
+          // reports/measurements/h200-2026-12-02-session11, call A).
+          gs_wgmma_wait<0>();
+          [[maybe_unused]] const bool block_start = kt % 2 == 0;  // block-FP8: a 128-K block begins
+          uint32_t f[2][2][4];  // [chunk][k16 step][register]
+          if constexpr (kBlock) {
+            if (block_start && kt > 0) {
+              gs_wgmma_pin(part);
+  #pragma unroll
+              for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
+            }
+            block_scale = *reinterpret_cast<const float*>(ss);
+          }
+          // The f16 multipliers of chunk cc's columns c0, c0 + 8: the fast form's 2^(e - c) (e4m3) or 2^(e - c + 14)
+          // (e2m1), a normal f16 in the window, NaN for e = 255; the unit elsewhere.
+          uint32_t m[2][2] = {{unit[0], unit[1]}, {unit[0], unit[1]}};  // [chunk][column c0, c0 + 8]
+          auto multipliers = [&](int cc) {
+            if constexpr (F == kWqFast) {
+              const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
+                                      *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
+              const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
+              const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, the unit multiplier
+  #pragma unroll
+              for (int h = 0; h < 2; ++h) {
+                const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
+                const uint32_t bits = !in        ? P::kUnit
+                                      : e == 255 ? 0x7E00u
+                                                 : static_cast<uint32_t>(e - shift[h] + 15 + (kE2m1 ? 14 : 0)) << 10;
+                m[cc][h] = bits | (bits << 16);
+              }
+            }
+          };
+          // e2m1 forms both chunks' multipliers before converting either, e4m3 each chunk's just before its
+          // conversion: at DSv3-prefill the fast forms took 0.726 ms against 0.750-0.758 the other way (MXFP4) and
+          // 0.684 against 0.761 (MXFP8) (reports/measurements/h200-2026-12-02-session11, calls B, C, F, G).
+          if constexpr (kE2m1) {
+            multipliers(0);
+            multipliers(1);
+            afrag(st, 0, m[0], f[0]);
+            afrag(st, 1, m[1], f[1]);
+          } else {
+  #pragma unroll
+            for (int cc = 0; cc < 2; ++cc) {
+              multipliers(cc);
+              afrag(st, cc, m[cc], f[cc]);
             }
           }
-        };
-        // e2m1 forms both chunks' multipliers before converting either, e4m3 each chunk's just before its
-        // conversion: at DSv3-prefill the fast forms took 0.726 ms against 0.750-0.758 the other way (MXFP4) and
-        // 0.684 against 0.761 (MXFP8) (reports/measurements/h200-2026-12-02-session11, calls B, C, F, G).
-        if constexpr (kE2m1) {
-          multipliers(0);
-          multipliers(1);
-          afrag(st, 0, m[0], f[0]);
-          afrag(st, 1, m[1], f[1]);
-        } else {
-#pragma unroll
-          for (int cc = 0; cc < 2; ++cc) {
-            multipliers(cc);
-            afrag(st, cc, m[cc], f[cc]);
-          }
-        }
-        gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
-        const uint64_t db = gs_wgmma_desc(xs);
-        gs_wgmma_fence();
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc)
-#pragma unroll
-          for (int k16 = 0; k16 < 2; ++k16) {
-            if constexpr (kBlock)
-              gs_wgmma_rs_f16<TM>(part, f[cc][k16], db + 4 * cc + 2 * k16, block_start && cc == 0 && k16 == 0 ? 0 : 1);
-            else
-              gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
-          }
-        gs_wgmma_commit();
-      } else {
-        const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
-                                *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
-#pragma unroll
-        for (int cc = 0; cc < 2; ++cc) {
-          uint32_t f[2][4];
-          afrag(st, cc, unit, f);
-          // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
-          const uint64_t db = gs_wgmma_desc(xs + cc * 64);
+          gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
+          const uint64_t db = gs_wgmma_desc(xs);
           gs_wgmma_fence();
-          gs_wgmma_rs_f16<TM>(part, f[0], db, 0);
-          gs_wgmma_rs_f16<TM>(part, f[1], db + 2, 1);
+  #pragma unroll
+          for (int cc = 0; cc < 2; ++cc)
+  #pragma unroll
+            for (int k16 = 0; k16 < 2; ++k16) {
+              if constexpr (kBlock)
+                gs_wgmma_rs_f16<TM>(part, f[cc][k16], db + 4 * cc + 2 * k16, block_start && cc == 0 && k16 == 0 ? 0 : 1);
+              else
+                gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
+            }
           gs_wgmma_commit();
-          // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
-          // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
-          // warpgroup's MMAs, not this one's, overlap this.
-          const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);  // this chunk's byte in the group's word
-          const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
-          gs_wgmma_wait<0>();
-          gs_wgmma_pin(part);
-#pragma unroll
-          for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
+        } else {
+          const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
+                                  *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
+  #pragma unroll
+          for (int cc = 0; cc < 2; ++cc) {
+            uint32_t f[2][4];
+            afrag(st, cc, unit, f);
+            // B: the chunk's 32 K of x (64 bytes) at + cc * 64 in the swizzled rows, + 32 bytes for step 1.
+            const uint64_t db = gs_wgmma_desc(xs + cc * 64);
+            gs_wgmma_fence();
+            gs_wgmma_rs_f16<TM>(part, f[0], db, 0);
+            gs_wgmma_rs_f16<TM>(part, f[1], db + 2, 1);
+            gs_wgmma_commit();
+            // The chunk's partial times its columns' scales. Reading it needs the MMAs complete (a read of wgmma
+            // accumulators with MMAs in flight makes ptxas serialize every MMA: its C7514 warning), so the other
+            // warpgroup's MMAs, not this one's, overlap this.
+            const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);  // this chunk's byte in the group's word
+            const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
+            gs_wgmma_wait<0>();
+            gs_wgmma_pin(part);
+  #pragma unroll
+            for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
+          }
         }
       }
-    }
-    gs_wgmma_wait<0>();  // the in-place forms' last stage
-    if constexpr (kBlock) {
-      gs_wgmma_pin(part);
-#pragma unroll
-      for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
-    }
-    gs_wgmma_pin(acc);
-    gs_cp_async_wait<0>();
-    __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
-    // The fast form's acc holds sum(w 2^(e - c) x): times 2^(c - 127) per column (a power of two).
-    const float cs[2] = {MODE == kWqFast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
-                         MODE == kWqFast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
-    // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
-#pragma unroll
-    for (int j = 0; j < TM / 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int r = 8 * j + 2 * t + c;
-        if (r >= mrows) continue;
-        const int64_t orow = row0 + rg + r;
-        const float rs = a.x_rs[orow];  // undo the f16 row scale (a power of two: exact)
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t n = col0 + c0 + 8 * h;
-          if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * cs[h] * rs);
-        }
+      gs_wgmma_wait<0>();  // the in-place forms' last stage
+      if constexpr (kBlock) {
+        gs_wgmma_pin(part);
+  #pragma unroll
+        for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
       }
+      gs_wgmma_pin(acc);
+      gs_cp_async_wait<0>();
+      __syncthreads();  // the next row group's prologue refills slots other warpgroups may still read
+      // The fast form's acc holds sum(w 2^(e - c) x): times 2^(c - 127) per column (a power of two).
+      const float cs[2] = {F == kWqFast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
+                           F == kWqFast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
+      // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
+  #pragma unroll
+      for (int j = 0; j < TM / 8; ++j)
+  #pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int r = 8 * j + 2 * t + c;
+          if (r >= mrows) continue;
+          const int64_t orow = row0 + rg + r;
+          const float rs = a.x_rs[orow];  // undo the f16 row scale (a power of two: exact)
+  #pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int64_t n = col0 + c0 + 8 * h;
+            if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * cs[h] * rs);
+          }
+        }
+    }
+  };
+  if constexpr (MODE == kWqAuto) {
+    if (fast_cta) compute(std::integral_constant<int, kWqFast>{});
+    else compute(std::integral_constant<int, kWqExact>{});
+  } else {
+    compute(std::integral_constant<int, MODE == kWqFast ? kWqFast : kWqExact>{});
   }
 #else
   (void)a;
@@ -2758,12 +2775,14 @@ inline hipError_t gs_launch_wgmma_q(const GsMoeArgs& a, hipStream_t stream) {
                      stream, a);
   return hipGetLastError();
 }
-// The launcher's forms: for MXFP8 and MXFP4 the fast form's CTAs, then the rest exactly; block-FP8's one form.
+// The launcher's forms: for MXFP8 and MXFP4 up to kWqAutoMaxK one launch in which each CTA takes its form
+// (kWqAuto), above it the fast form's CTAs, then the rest exactly; block-FP8's one form.
 template <int FMT, int TM, int S, int MINB = 1, int NWG = 2>
 inline hipError_t gs_launch_wgmma_q_forms(const GsMoeArgs& a, hipStream_t stream) {
   if constexpr (FMT == GS_FMT_BLOCK_FP8) {
     return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqExact, NWG>(a, stream);
   } else {
+    if (a.K <= kWqAutoMaxK) return gs_launch_wgmma_q<FMT, TM, S, MINB, kWqAuto, NWG>(a, stream);
     const hipError_t err = gs_launch_wgmma_q<FMT, TM, S, MINB, kWqFast, NWG>(a, stream);
     return err != hipSuccess ? err : gs_launch_wgmma_q<FMT, TM, S, MINB, kWqRest, NWG>(a, stream);
   }
