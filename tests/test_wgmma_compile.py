@@ -4,8 +4,8 @@ Method: nvcc compiles kernels/moe_gemm/moe_gemm.prefill.hip (the translation uni
 and its kernels) to PTX for sm_90a with -DGS_SM90A=1, as harness/native/build.py builds it on compute
 capability 9.0, and the test counts wgmma.mma_async instructions per kernel entry. Expected: every
 instantiation the launcher makes of gs_moe_gemm_wgmma_kernel (bf16: 128- and 64-row forms) and
-gs_moe_gemm_wgmma_q_kernel (MXFP8 and MXFP4: the fast and the rest form at 128 and 64 rows of x; block-FP8: its
-one form at both) holds them, and the launcher instantiates no mma.sync tile kernel (gs_moe_gemm_prefill_kernel).
+gs_moe_gemm_wgmma_q_kernel (MXFP8 and MXFP4: the fast, the rest and the one-launch form at 128 and 64 rows of x;
+block-FP8: its one form at both) holds them, and the launcher instantiates no mma.sync tile kernel (gs_moe_gemm_prefill_kernel).
 Negative control: the same source for plain sm_90 (no arch-specific features) instantiates the wgmma kernels
 with trapping bodies, and the same detector reports no wgmma there.
 Whether the kernel computes the right numbers is checked on the H200 (tests/test_moe_gemm_ops.py, GPU tests).
@@ -26,8 +26,9 @@ import pytest
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SOURCE = REPO / "kernels" / "moe_gemm" / "moe_gemm.prefill.hip"
 
-# bf16 2 forms; MXFP8 and MXFP4 a fast and a rest form at 128 and 64 rows of x each (8); block-FP8 2 forms.
-LAUNCHED_WGMMA_KERNELS = 12
+# bf16 2 forms; MXFP8 and MXFP4 a fast, a rest and a one-launch form at 128 and 64 rows of x each (12);
+# block-FP8 2 forms.
+LAUNCHED_WGMMA_KERNELS = 16
 
 pytestmark = [
     pytest.mark.slow,
@@ -67,8 +68,8 @@ def test_sm90a_prefill_kernels_use_warpgroup_mma() -> None:
     counts = wgmma_per_kernel(ptx("sm_90a"))
     wgmma = _by_kernel(counts, "gs_moe_gemm_wgmma_")
     assert len(wgmma) == LAUNCHED_WGMMA_KERNELS, (
-        f"expected the launcher's bf16 forms, MXFP8 and MXFP4 pairs (fast, rest) and block-FP8 forms at 128 and 64 "
-        f"rows, got {sorted(wgmma)}"
+        f"expected the launcher's bf16 forms, MXFP8 and MXFP4 forms (fast, rest, one-launch) and block-FP8 "
+        f"forms at 128 and 64 rows, got {sorted(wgmma)}"
     )
     assert all(n > 0 for n in wgmma.values()), wgmma
     assert not _by_kernel(counts, "gs_moe_gemm_prefill_kernel"), (

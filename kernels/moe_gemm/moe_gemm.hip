@@ -2142,30 +2142,30 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
     if (MODE != kWqAuto && fast_cta != (MODE == kWqFast)) return;  // block-uniform: the pair's other launch takes it
   }
   // The compute side in form F (kWqFast or kWqExact), one instantiation per form: kWqAuto runs the one its
-  // CTA's scan chose.
+  // CTA's scan chose. This thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc
+  // it reads their bytes of K cc * 32 + 8 t .. + 7 (e4m3: 8 bytes, half t % 2 of piece 2 cc + t / 2; e2m1: 4
+  // bytes, word t of piece cc).
   auto compute = [&](auto form) {
     constexpr int F = decltype(form)::value;
-    // Compute side: this thread's A rows are weight columns c0 (row g of its warp's 16) and c0 + 8; per chunk cc it
-    // reads their bytes of K cc * 32 + 8 t .. + 7 (e4m3: 8 bytes, half t % 2 of piece 2 cc + t / 2; e2m1: 4 bytes,
-    // word t of piece cc).
     const int c0 = 64 * wg + 16 * warp + g;
     const int shift[2] = {F == kWqFast ? col_shift[c0] : 0, F == kWqFast ? col_shift[c0 + 8] : 0};
     int woff[2][2];
-  #pragma unroll
+#pragma unroll
     for (int h = 0; h < 2; ++h)
-  #pragma unroll
+#pragma unroll
       for (int cc = 0; cc < 2; ++cc)
         woff[h][cc] = P::kXBytes + (kE2m1 ? P::wpiece(c0 + 8 * h, cc) + 4 * t
                                           : P::wpiece(c0 + 8 * h, 2 * cc + t / 2) + (t % 2) * 8);
     // A fragments of chunk cc of stage st, f[k16 step][register] (register r: column c0 + 8 (r % 2)), each weight
-    // times its column's f16 multiplier m[r % 2] (e4m3 only where the form scales, MODE kWqFast). e4m3 raw bytes
+    // times its column's f16 multiplier m[r % 2] (e4m3 only where the form scales, F kWqFast). e4m3 raw bytes
     // (0, 1) -> K 2t, 2t + 1 of step 0, (2, 3) -> 2t + 8, 2t + 9, (4..7) likewise for step 1; e2m1 decoded pair i
     // (gs_e2m1x8_to_f16x2_mul) -> x's pair t + 4 i, the same four positions.
     auto afrag = [&](const uint8_t* st, int cc, const uint32_t(&m)[2], uint32_t(&f)[2][4]) {
       if constexpr (kE2m1) {
         uint32_t h[2][4];
-  #pragma unroll
-        for (int c = 0; c < 2; ++c) gs_e2m1x8_to_f16x2_mul(*reinterpret_cast<const uint32_t*>(st + woff[c][cc]), m[c], h[c]);
+#pragma unroll
+        for (int c = 0; c < 2; ++c)
+          gs_e2m1x8_to_f16x2_mul(*reinterpret_cast<const uint32_t*>(st + woff[c][cc]), m[c], h[c]);
         f[0][0] = h[0][0], f[0][1] = h[1][0], f[0][2] = h[0][1], f[0][3] = h[1][1];
         f[1][0] = h[0][2], f[1][1] = h[1][2], f[1][2] = h[0][3], f[1][3] = h[1][3];
       } else {
@@ -2176,9 +2176,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
         f[1][0] = gs_e4m3x2_to_f16x2(r0.y), f[1][1] = gs_e4m3x2_to_f16x2(r1.y);
         f[1][2] = gs_e4m3x2_to_f16x2(r0.y >> 16), f[1][3] = gs_e4m3x2_to_f16x2(r1.y >> 16);
         if constexpr (F == kWqFast) {
-  #pragma unroll
+#pragma unroll
           for (int k16 = 0; k16 < 2; ++k16)
-  #pragma unroll
+#pragma unroll
             for (int r = 0; r < 4; ++r) f[k16][r] = gs_hmul2_bits(f[k16][r], m[r % 2]);
         }
       }
@@ -2188,7 +2188,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
       const int mrows = static_cast<int>(rows - rg < TM ? rows - rg : TM);
       const uint16_t* xrow[kXPer];
       bool xin[kXPer];
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < kXPer; ++j) {
         const int r = pr + 32 * j;
         xin[j] = r < mrows;
@@ -2199,11 +2199,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
         const int64_t k = kt * kWgK;
         const bool xk = k + pc * 8 < a.K;  // K is a multiple of 32
         if (xcopier) {
-  #pragma unroll
+#pragma unroll
           for (int j = 0; j < kXPer; ++j)
             gs_cp_async16(base + xdst + j * 32 * 128, xk && xin[j] ? xrow[j] + k : a.xh, xk && xin[j]);
         }
-  #pragma unroll
+#pragma unroll
         for (int j = 0; j < kWPer; ++j) {
           const bool ok = win[j] && k + wp * wk_piece < a.K;
           gs_cp_async16(base + P::kXBytes + P::wpiece(wcol[j], wp), ok ? wsrc[j] + (kE2m1 ? k / 2 : k) : a.w, ok);
@@ -2225,12 +2225,12 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
         }
       };
       float acc[TM / 2], part[TM / 2];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < TM / 2; ++i) acc[i] = part[i] = 0.0f;
       gs_wgmma_pin(part);
       gs_wgmma_pin(acc);
       [[maybe_unused]] float block_scale = 0.0f;  // block-FP8: the scale of the block whose partial `part` holds
-  #pragma unroll
+#pragma unroll
       for (int s = 0; s < S - 2; ++s) {
         if (s < nkt) issue(s, s);
         gs_cp_async_commit();
@@ -2260,7 +2260,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
           if constexpr (kBlock) {
             if (block_start && kt > 0) {
               gs_wgmma_pin(part);
-  #pragma unroll
+#pragma unroll
               for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
             }
             block_scale = *reinterpret_cast<const float*>(ss);
@@ -2274,7 +2274,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
                                       *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
               const int sh = 8 * (2 * static_cast<int>(kt % 2) + cc);
               const bool in = kt * 2 + cc < nchunks;  // past K: zero weights, the unit multiplier
-  #pragma unroll
+#pragma unroll
               for (int h = 0; h < 2; ++h) {
                 const int e = static_cast<int>((sw[h] >> sh) & 0xFFu);
                 const uint32_t bits = !in        ? P::kUnit
@@ -2293,7 +2293,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
             afrag(st, 0, m[0], f[0]);
             afrag(st, 1, m[1], f[1]);
           } else {
-  #pragma unroll
+#pragma unroll
             for (int cc = 0; cc < 2; ++cc) {
               multipliers(cc);
               afrag(st, cc, m[cc], f[cc]);
@@ -2302,12 +2302,13 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
           gs_wgmma_pin_a(f);  // every conversion done before the first MMA: none lands between the MMAs
           const uint64_t db = gs_wgmma_desc(xs);
           gs_wgmma_fence();
-  #pragma unroll
+#pragma unroll
           for (int cc = 0; cc < 2; ++cc)
-  #pragma unroll
+#pragma unroll
             for (int k16 = 0; k16 < 2; ++k16) {
               if constexpr (kBlock)
-                gs_wgmma_rs_f16<TM>(part, f[cc][k16], db + 4 * cc + 2 * k16, block_start && cc == 0 && k16 == 0 ? 0 : 1);
+                gs_wgmma_rs_f16<TM>(part, f[cc][k16], db + 4 * cc + 2 * k16,
+                                    block_start && cc == 0 && k16 == 0 ? 0 : 1);
               else
                 gs_wgmma_rs_f16<TM>(acc, f[cc][k16], db + 4 * cc + 2 * k16, 1);
             }
@@ -2315,7 +2316,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
         } else {
           const uint32_t sw[2] = {*reinterpret_cast<const uint32_t*>(ss + c0 * 4),
                                   *reinterpret_cast<const uint32_t*>(ss + (c0 + 8) * 4)};
-  #pragma unroll
+#pragma unroll
           for (int cc = 0; cc < 2; ++cc) {
             uint32_t f[2][4];
             afrag(st, cc, unit, f);
@@ -2332,7 +2333,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
             const float s0 = gs_e8m0((sw[0] >> sh) & 0xFFu), s1 = gs_e8m0((sw[1] >> sh) & 0xFFu);
             gs_wgmma_wait<0>();
             gs_wgmma_pin(part);
-  #pragma unroll
+#pragma unroll
             for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], (i / 2) % 2 ? s1 : s0, acc[i]);
           }
         }
@@ -2340,7 +2341,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
       gs_wgmma_wait<0>();  // the in-place forms' last stage
       if constexpr (kBlock) {
         gs_wgmma_pin(part);
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < TM / 2; ++i) acc[i] = fmaf(part[i], block_scale, acc[i]);
       }
       gs_wgmma_pin(acc);
@@ -2350,15 +2351,15 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
       const float cs[2] = {F == kWqFast ? ldexpf(1.0f, shift[0] - 127) : 1.0f,
                            F == kWqFast ? ldexpf(1.0f, shift[1] - 127) : 1.0f};
       // acc[4 j + 2 h + c]: weight column c0 + 8 h, x row 8 j + 2 t + c of the row group (wgmma D fragments).
-  #pragma unroll
+#pragma unroll
       for (int j = 0; j < TM / 8; ++j)
-  #pragma unroll
+#pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int r = 8 * j + 2 * t + c;
           if (r >= mrows) continue;
           const int64_t orow = row0 + rg + r;
           const float rs = a.x_rs[orow];  // undo the f16 row scale (a power of two: exact)
-  #pragma unroll
+#pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int64_t n = col0 + c0 + 8 * h;
             if (n < a.N) a.out[orow * a.N + n] = gs_float_to_bf16(acc[4 * j + 2 * h + c] * cs[h] * rs);
