@@ -683,7 +683,7 @@ def test_gpu_ring_path_replays_from_a_graph_with_new_inputs(fmt, block_m):
     assert quant.max_rel_error(captured.float().cpu(), ref) <= OUTPUT_ROUNDING_BOUND + 288 * 2.0**-24
 
 
-# Kernel launches per call on the H100 / H200 (compute capability 9.0, built for sm_90a), K 288 unless named: one
+# Kernel launches per call on the H100 / H200 (compute capability 9.0, built for sm_90a), at the K named: one
 # where the kernel's grid carries the zero-fill, one more for gs_moe_prepare_rows' f16 x, and above K 512
 # (kWqAutoMaxK) the MX prefill's fast and exact forms as two.
 LAUNCHES_SM90A = [

@@ -4,8 +4,9 @@ Method: nvcc compiles kernels/moe_gemm/moe_gemm.prefill.hip (the translation uni
 and its kernels) to PTX for sm_90a with -DGS_SM90A=1, as harness/native/build.py builds it on compute
 capability 9.0, and the test counts wgmma.mma_async instructions per kernel entry. Expected: every
 instantiation the launcher makes of gs_moe_gemm_wgmma_kernel (bf16: 128- and 64-row forms) and
-gs_moe_gemm_wgmma_q_kernel (MXFP8 and MXFP4: the fast, the rest and the one-launch form at 128 and 64 rows of x;
-block-FP8: its one form at both) holds them, and the launcher instantiates no mma.sync tile kernel (gs_moe_gemm_prefill_kernel).
+gs_moe_gemm_wgmma_q_kernel (MXFP8 and MXFP4: the fast, the rest and the one-launch form at 128 and 64 rows
+of x; block-FP8: its one form at both) holds them, and the launcher instantiates no mma.sync tile kernel
+(gs_moe_gemm_prefill_kernel).
 Negative control: the same source for plain sm_90 (no arch-specific features) instantiates the wgmma kernels
 with trapping bodies, and the same detector reports no wgmma there.
 Whether the kernel computes the right numbers is checked on the H200 (tests/test_moe_gemm_ops.py, GPU tests).
