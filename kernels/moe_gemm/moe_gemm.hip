@@ -1995,12 +1995,13 @@ constexpr int kWqGroupsMx = 3;
 // and kWqAuto (every CTA, in the form its scan chose: both forms' code in one kernel, its registers the larger
 // form's). For MXFP8 and MXFP4 the launcher runs kWqAuto up to kWqAutoMaxK and kWqFast then kWqRest above it: the
 // second launch costs a fixed few microseconds (a launch, and CTAs that scan and exit), the one-launch kernel a
-// share of every MMA stage. On the H200 (reports/measurements/h200-2026-12-03-session16, call C): small-K-MoE
-// (K 512, 64 rows) from a graph MXFP8 0.0329-0.0331 ms against the pair's 0.0356-0.0357, MXFP4 0.0309-0.0312
-// against 0.0339-0.0342 (bench/moe_gemm.py, both trees in one call); kernels alone in 128-row CTAs
-// (bench/moe_gemm_variants.cu), MXFP8 / MXFP4 at K 512 0.0466 / 0.0422 against the pair's 0.0478 / 0.0442, at K
-// 7168 (DSv3-prefill) 0.7387 / 0.7405 against 0.6436 / 0.6399. A line through the two points of each crosses
-// near K 600, so the threshold is the measured K 512.
+// share of every MMA stage. On the H200 (reports/measurements/h200-2026-12-03-session16): kernels alone, both
+// forms in one run (bench/moe_gemm_variants.cu, call D), one launch / pair in ms, MXFP8 and MXFP4:
+//   64-row CTAs   K 512: 0.0290 / 0.0324, 0.0259 / 0.0295   K 7168: 0.8430 / 0.7877, 0.8342 / 0.8052
+//   128-row CTAs  K 512: 0.0468 / 0.0478, 0.0422 / 0.0441   K 7168: 0.7418 / 0.6425, 0.7469 / 0.6430
+// Lines through each pair of points cross near K 600 (128 rows) and K 900-1250 (64 rows), so the threshold is the
+// measured K 512. The op at small-K-MoE (K 512, 64 rows) from a graph: MXFP8 0.0329-0.0331 ms against the pair's
+// 0.0356-0.0357, MXFP4 0.0309-0.0312 against 0.0339-0.0342 (bench/moe_gemm.py, both trees in call C).
 // Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
 // f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
 // multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
