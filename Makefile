@@ -1,8 +1,9 @@
 # graphsafe: `make verify` (the main job) and `make test` each set themselves up.
 #
 # The interpreter: one that already imports torch (GPU images ship one; never pull a second torch there),
-# else .venv with the CPU build of torch (torch==2.13.0 is served from a local file on our machines).
-# Override with `make PYTHON=/path/to/python ...`.
+# else .venv with the CPU build of torch from PyTorch's CPU index (about 190 MB, where PyPI's default Linux
+# wheel brings CUDA: 5.6 GB). Either way graphsafe is installed editable, so `graphsafe` and
+# `python -m graphsafe` serve this checkout. Override with `make PYTHON=/path/to/python ...`.
 
 SHELL := /bin/bash
 VENV := .venv
@@ -10,6 +11,7 @@ SYSTEM_PYTHON := $(shell command -v python3 || command -v python)
 # find_spec, not `import torch`: make evaluates this on every call, and importing torch takes seconds.
 SYSTEM_HAS_TORCH := $(shell $(SYSTEM_PYTHON) -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' >/dev/null 2>&1 && echo yes)
 CPU_TORCH := torch==2.13.0
+CPU_TORCH_INDEX := https://download.pytorch.org/whl/cpu
 
 ifeq ($(SYSTEM_HAS_TORCH),yes)
 PYTHON ?= $(SYSTEM_PYTHON)
@@ -19,8 +21,6 @@ PYTHON ?= $(VENV)/bin/python
 SETUP_STAMP := $(VENV)/.installed.stamp
 endif
 
-# Run from the checkout without installing: GPU images allow no installs.
-export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 PYTEST_WORKERS ?= auto
 ARGS ?=
 
@@ -28,24 +28,26 @@ ARGS ?=
 
 setup: $(SETUP_STAMP)
 
-# System interpreter with torch: check the rest is there, install nothing.
+# System interpreter with torch (GPU images, which reach no package index): check the rest is there, then
+# install graphsafe alone, editable, with the interpreter's own setuptools.
 .setup-system.stamp: pyproject.toml
 	@$(PYTHON) -c 'import torch, hypothesis, pytest, xdist, pandas, pybind11' || { \
 	  echo "graphsafe: $(PYTHON) imports torch but lacks hypothesis/pytest/pytest-xdist/pandas/pybind11;"; \
 	  echo "           install them, or run with PYTHON=<an interpreter that has them>"; exit 1; }
+	$(PYTHON) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $@
 
 $(VENV)/.installed.stamp: pyproject.toml
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q $(CPU_TORCH)
+	$(VENV)/bin/python -m pip install -q --index-url $(CPU_TORCH_INDEX) $(CPU_TORCH)
 	$(VENV)/bin/python -m pip install -q -e '.[dev,real-world]'
 	@touch $@
 
 # The built-in suite's cases are small: as many workers as the cap allows (8 per GPU, at most the CPU count).
 # H200, 8 workers: cold 83 s, warm 43 s (reports/measurements/h200-2026-12-01-session3). ARGS may override.
 verify: setup
-	$(PYTHON) -m harness verify --jobs auto $(ARGS)
+	$(PYTHON) -m graphsafe verify --jobs auto $(ARGS)
 
 test: setup
 	$(PYTHON) -m pytest -n $(PYTEST_WORKERS) $(ARGS)
@@ -66,9 +68,9 @@ bench: setup
 NIGHTLY_DIR := reports/runs/nightly-$(shell date +%Y%m%d-%H%M%S)
 nightly: setup
 	HYPOTHESIS_PROFILE=nightly $(PYTHON) -m pytest -n $(PYTEST_WORKERS)
-	HYPOTHESIS_PROFILE=nightly $(PYTHON) -m harness verify --replays 8 --rebuilds 20 --live-graphs 32 \
+	HYPOTHESIS_PROFILE=nightly $(PYTHON) -m graphsafe verify --replays 8 --rebuilds 20 --live-graphs 32 \
 	  --report-dir $(NIGHTLY_DIR) $(ARGS); rc=$$?; [ $$rc -le 1 ] || exit $$rc
-	$(PYTHON) -m harness report nightly $(NIGHTLY_DIR)
+	$(PYTHON) -m graphsafe report nightly $(NIGHTLY_DIR)
 	$(PYTHON) tests/mutants.py --report $(NIGHTLY_DIR)/mutants.md
 
 # One named mutant per detector and verdict rule, each to be killed by its tests and by the built-in controls
@@ -76,7 +78,7 @@ nightly: setup
 mutants: setup
 	$(PYTHON) tests/mutants.py $(ARGS)
 
-# `harness repro` takes a counterexample module (cases/counterexamples/<CASE>.py, e.g. issue350: the public
+# `graphsafe repro` takes a counterexample module (cases/counterexamples/<CASE>.py, e.g. issue350: the public
 # report's tables) or a registered case name (rerun with its recorded seeds). CASE and SEED reach the shell only
 # as environment variables, never spliced into the recipe's text, and are checked before use: a value with a
 # quote, `;` or `$(...)` names nothing and runs nothing (`make repro CASE='x;echo hi'` is a usage error).
@@ -90,7 +92,7 @@ repro: setup
 	@[[ "$$GRAPHSAFE_REPRO_CASE" =~ ^[A-Za-z0-9_./+-]+$$ ]] || { \
 	  echo "graphsafe: CASE must be a module, file or case name (letters, digits and _ . / + -), got: $$GRAPHSAFE_REPRO_CASE" >&2; exit 2; }
 	@[[ "$$GRAPHSAFE_REPRO_SEED" =~ ^[0-9]*$$ ]] || { echo "graphsafe: SEED must be a whole number, got: $$GRAPHSAFE_REPRO_SEED" >&2; exit 2; }
-	$(PYTHON) -m harness repro "$$GRAPHSAFE_REPRO_CASE" $${GRAPHSAFE_REPRO_SEED:+--seed "$$GRAPHSAFE_REPRO_SEED"} $(ARGS)
+	$(PYTHON) -m graphsafe repro "$$GRAPHSAFE_REPRO_CASE" $${GRAPHSAFE_REPRO_SEED:+--seed "$$GRAPHSAFE_REPRO_SEED"} $(ARGS)
 
 compile-hip:
 	bash .ci/compile_hip.sh

@@ -1,4 +1,5 @@
-"""Repository-wide pytest setup: graphsafe's pytest plugin, the default Hypothesis profile, and hardware skips.
+"""Repository-wide pytest setup: the default Hypothesis profile and hardware skips (graphsafe's pytest plugin
+comes from its entry point, which `make setup`'s editable install registers).
 
 No seeding or global switches at import time beyond profile registration: a test that needs them sets them
 in a fixture, so the order in which modules are imported never changes a result. Out-of-memory is a
@@ -12,11 +13,6 @@ import os
 import pytest
 import torch
 from hypothesis import settings
-
-# The plugin from this checkout (--graph-backend, the graph_backend fixture, --graphsafe-case, the Hypothesis
-# profiles), never an installed copy's: pyproject.toml's addopts block the entry point with
-# -p no:graphsafe.pytest_plugin.
-pytest_plugins = ["harness.pytest_plugin"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -5,7 +5,7 @@ builds into a fresh GRAPHSAFE_CACHE_DIR (so nothing is cached) and reports the w
 time and each translation unit's wall seconds (from the build's build.log); `--variants`
 adds flag variants of the CPU twins (-O0/-O1/-O3 after the cache's -O2: the last -O wins in g++), and
 `--parallel` builds the selected families at once in a thread pool (each compiler is its own process, so
-threads overlap them), the way `harness.native.build.prebuild` does before a run.
+threads overlap them), the way `graphsafe.native.build.prebuild` does before a run.
 
     python bench/build_times.py [--backends cpu,cuda] [--arch sm_90] [--variants] [--parallel [--parallel-cache DIR]]
 
@@ -25,8 +25,8 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from harness.native import build
-from kernels.common import native
+from graphsafe.kernels.common import native
+from graphsafe.toolkit import compile_seconds
 
 KERNELS = pathlib.Path(native.__file__).resolve().parents[1]
 # (family folder, stem, backends it is built for, the extra flags its loader passes)
@@ -48,16 +48,7 @@ def _children_cpu() -> float:
 def _units(cache: pathlib.Path) -> str:
     """Wall seconds of each compiler command of the one build in `cache`, from its build.log: which
     translation unit is the critical path."""
-    parts = []
-    for log in cache.glob("*/build.log"):
-        command: list[str] = []
-        for line in log.read_text().splitlines():
-            if line.startswith("$ "):
-                command = line[2:].split()
-            elif line.startswith(build.LOG_SECONDS) and line.endswith(" s") and command:
-                unit = pathlib.Path(command[command.index("-c") + 1]).name if "-c" in command else "link"
-                parts.append(f"{unit} {line[len(build.LOG_SECONDS) : -2]} s")
-    return ", ".join(parts)
+    return ", ".join(f"{unit} {seconds:.2f} s" for unit, seconds in compile_seconds(cache))
 
 
 def _one(

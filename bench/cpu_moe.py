@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from kernels import cpu_moe
+from graphsafe.kernels import cpu_moe
 
 E, H, INTER, TOP_K = 8, 512, 256, 2
 

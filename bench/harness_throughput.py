@@ -2,7 +2,7 @@
 comparison costs against the device's own copy bandwidth, all measured in the same run.
 
 One run measures, on whichever backend is available (`--backend auto`):
-  * checks/s: full `harness.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats (the mean,
+  * checks/s: full `graphsafe.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats (the mean,
     and the median and 10th / 90th percentiles of single checks: on the H200 the host's speed moved the mean
     4.0-7.4 ms between runs of the same code, reports/measurements/h200-2026-12-02-session8);
   * one check split into capture, replay, eager and compare, each the median over `--repeats` runs, inside
@@ -35,10 +35,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import Case, check
-from harness.backends import get_backend
-from harness.compare import compare
-from harness.scan import comparison_pass
+from graphsafe import Case, check
+from graphsafe.toolkit import compare, comparison_pass, get_backend
 
 N = 4096
 LARGE_BYTES = 64 << 20
@@ -135,10 +133,10 @@ def measure(backend_name: str, repeats: int) -> list[tuple[str, float, str]]:
         ("eager (clone + op)", eager_ms, "ms"),
         (f"compare, {N} float32", compare_ms, "ms"),
         (f"one pattern: capture + {REPLAYS} x (replay + eager + compare)", one_pattern, "ms"),
-        ("harness.check (2 patterns, full protocol)", check_ms, "ms"),
-        ("harness.check, median of single checks", statistics.median(checks), "ms"),
-        ("harness.check, 10th percentile", checks[len(checks) // 10], "ms"),
-        ("harness.check, 90th percentile", checks[9 * len(checks) // 10], "ms"),
+        ("graphsafe.check (2 patterns, full protocol)", check_ms, "ms"),
+        ("graphsafe.check, median of single checks", statistics.median(checks), "ms"),
+        ("graphsafe.check, 10th percentile", checks[len(checks) // 10], "ms"),
+        ("graphsafe.check, 90th percentile", checks[9 * len(checks) // 10], "ms"),
         ("checks per second", 1e3 / check_ms, "1/s"),
         ("check / op time", check_ms / op_ms if op_ms > 0 else float("inf"), "x"),
         ("64 MiB: device copy", copy_ms, "ms"),

@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("bench/moe_combine.py: skipped, no CUDA/ROCm device visible to torch")
         return 0
-    import kernels.moe_combine.ops  # noqa: F401  (registers torch.ops.graphsafe.moe_combine*)
+    import graphsafe.kernels.moe_combine.ops  # noqa: F401  (registers torch.ops.graphsafe.moe_combine*)
 
     copy_gbs = copy_bandwidth_gbs(args.reps)
     rows = []

@@ -22,8 +22,8 @@ import time
 
 import torch
 
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
 
 # (name, E, N, K, tokens per expert): Hy4-preview-FP8 gemm1 at TP8 (256 experts / 8 ranks, hidden 6144,
 # moe_intermediate 2048, aiter#5831's bench) and DeepSeek-V3-like shapes (256 experts / 8 ranks = 32 local,

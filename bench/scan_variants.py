@@ -21,17 +21,14 @@ import concurrent.futures
 import ctypes
 import statistics
 import struct
-import sys
 import time
 from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from graphsafe.toolkit import build_shared_library
 
-from harness.native.build import build_shared_library  # noqa: E402
-from harness.scan import _raw_stream  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 NATIVE = ROOT / "harness" / "native"
 BUILT_IN = "4x4"
@@ -82,7 +79,7 @@ def main() -> None:
         f"built {len(variants)} variants in {time.perf_counter() - start:.1f} s on {torch.cuda.get_device_name()}"
     )
 
-    stream = _raw_stream(torch.device("cuda"))
+    stream = int(torch.cuda.current_stream().cuda_stream)
     for n in (4096, args.mib << 18):
         measure(n, libs, stream, args.repeats, args.rounds)
 

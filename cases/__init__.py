@@ -1,6 +1,6 @@
 """The built-in suite: every module in this package registers its cases at import.
 
-harness.suites loads it when a run names no case source: [tool.graphsafe] default-suites in pyproject.toml
+graphsafe.suites loads it when a run names no case source: [tool.graphsafe] default-suites in pyproject.toml
 names it for a checkout, the graphsafe.suites entry point for an installed graphsafe.
 
 One module per op family; `counterexamples/` reproduces public issues as buggy/fixed pairs; `platform/`

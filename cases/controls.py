@@ -10,7 +10,7 @@ import weakref
 
 import torch
 
-from harness import Case, register
+from graphsafe import Case, register
 
 TOKENS, EXPERTS, TOP_K, HIDDEN = 16, 8, 2, 64
 

@@ -36,8 +36,8 @@ import functools
 
 import torch
 
-from harness import DEVICE_WAITS, Case, register
-from kernels import cpu_moe
+from graphsafe import DEVICE_WAITS, Case, register
+from graphsafe.kernels import cpu_moe
 
 EXPERTS, HIDDEN, INTER, TOKENS, TOP_K = 4, 128, 64, 3, 2
 GPU_SHAPE = (8, 512, 256, 4, 2)  # FreeToken issue #350's layer on GPUs: E, H, I, batch, top_k

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from harness import Case, register
+from graphsafe import Case, register
 
 # ---------------------------------------------------------------------------------------------- prepare
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from harness import Case, register
-from kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
+from graphsafe import Case, register
+from graphsafe.kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
 
 BF16, F32 = torch.bfloat16, torch.float32
 

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 import torch
 
-from harness import Case, register
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
-from kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe import Case, register
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
 
 # 2^-8 (bf16 half ulp, relative) plus f32 reordering (K <= 256: ~1e-5), rounded up.
 TOLERANCE = 5e-3

@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 import torch
 
-from harness import Case, register
+from graphsafe import Case, register
 
 BLOCK = 64
 HALF_BLOCK = 32

@@ -15,7 +15,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-from harness import Case, is_capturing, register
+from graphsafe import Case, is_capturing, register
 
 N = 256
 

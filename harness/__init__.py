@@ -1,6 +1,6 @@
-"""graphsafe's harness: the public contract users' case files rely on.
+"""graphsafe: the public contract users' case files rely on.
 
-    from harness import Case, register, check
+    from graphsafe import Case, register, check
     register(Case(name=..., make_inputs=..., op=..., reference=None, tolerance=None, expect="pass"))
     result = check(case, backend="auto")   # result.verdict, result.rows
     is_capturing()                         # inside an op: is a graph (or the cpu recorder) capturing now?
@@ -8,12 +8,19 @@
 Extend this surface; never break it (README, "The public contract").
 """
 
-from harness.backends import is_capturing
-from harness.case import DEVICE_WAITS, REGISTRY, Case, register
-from harness.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
-from harness.protocol import check
-from harness.records import Result, Row
-from harness.verdicts import VERDICTS
+from importlib.metadata import PackageNotFoundError, version
+
+from graphsafe.backends import is_capturing
+from graphsafe.case import DEVICE_WAITS, REGISTRY, Case, register
+from graphsafe.errors import CaptureError, CaptureSyncError, CaseError, FallbackEager
+from graphsafe.protocol import check
+from graphsafe.records import Result, Row
+from graphsafe.verdicts import VERDICTS
+
+try:
+    __version__ = version("graphsafe")
+except PackageNotFoundError:  # the source tree imported without any install: no metadata to read
+    __version__ = "0+unknown"
 
 __all__ = [
     "DEVICE_WAITS",
@@ -26,6 +33,7 @@ __all__ = [
     "FallbackEager",
     "Result",
     "Row",
+    "__version__",
     "check",
     "is_capturing",
     "register",

@@ -1,7 +1,7 @@
-"""`python -m harness`: see harness.cli."""
+"""`graphsafe`: see graphsafe.cli."""
 
 import sys
 
-from harness.cli import main
+from graphsafe.cli import main
 
 sys.exit(main())

@@ -24,11 +24,11 @@ from typing import Any
 
 import torch
 
-from harness import requirements
-from harness.errors import CaseError
-from harness.sizes import validate_sizes
-from harness.suite_config import default_suites
-from harness.verdicts import SEVERITY, VERDICTS
+from graphsafe import requirements
+from graphsafe.errors import CaseError
+from graphsafe.sizes import validate_sizes
+from graphsafe.suite_config import default_suites
+from graphsafe.verdicts import SEVERITY, VERDICTS
 
 USER_MODULE_PREFIX = "graphsafe_user_cases_"
 # The documented case-name alphabet: safe unquoted in a shell, a pytest id, a file name and a Markdown cell.
@@ -68,7 +68,7 @@ class Case:
         make_inputs(seed, device, *, T, E), and `check` searches the space and shrinks a failure to the
         smallest failing sizes (harness/search.py).
     requires: what the case needs from the machine, e.g. ("gpu", "sm_90", "fp8", "devices>=2")
-        (harness.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
+        (graphsafe.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
         with the reason.
     Engine-style extensions (harness/engine.py runs the last three; README "Engine-style cases"):
     prepare(inputs) -> None: a host-side step run on the inputs before the capture, before every replay (on
@@ -80,7 +80,7 @@ class Case:
     make_module(device) -> nn.Module: a stateful module (buffers, caches) the op steps: op(module, **inputs).
         One capture of a step, then `steps` replays in a row against an eager copy of the module, comparing
         outputs and every buffer after each step.
-    steps: decode steps per replay sequence of a make_module case (0: harness.engine.DEFAULT_STEPS).
+    steps: decode steps per replay sequence of a make_module case (0: graphsafe.engine.DEFAULT_STEPS).
     exclusive: a name shared by cases that must not run at the same time as each other in one isolated run
         ("" none). For cases whose device work waits on the host: with several worker processes on one GPU,
         such cases slow each other down by an order of magnitude (on the H200, eight CPU-expert handshake
@@ -202,8 +202,8 @@ class Case:
             raise CaseError(
                 self.name,
                 "sizes",
-                "make_inputs takes the declared sizes: harness.check searches them, "
-                "harness.search.bind(case, sizes) fixes them",
+                "make_inputs takes the declared sizes: graphsafe.check searches them, "
+                "graphsafe.search.bind(case, sizes) fixes them",
             )
         if self.buckets and "rows" not in sizes:
             raise CaseError(
@@ -276,7 +276,7 @@ def _validate_engine_fields(case: Case, label: str) -> None:
         raise CaseError(label, "make_module", "cannot be combined with sizes")
 
 
-# Root modules of the suites loaded or configured in this process (harness.suites adds them before importing
+# Root modules of the suites loaded or configured in this process (graphsafe.suites adds them before importing
 # a suite), so a module below one gets a family relative to it whichever way it was imported.
 _SUITE_ROOTS: list[str] = []
 
@@ -338,7 +338,7 @@ class Registry:
     def add(self, case: Case, origin: str = "") -> Case:
         if not isinstance(case, Case):
             raise CaseError(
-                str(getattr(case, "name", "<unknown>")), "case", "register() takes a harness.Case"
+                str(getattr(case, "name", "<unknown>")), "case", "register() takes a graphsafe.Case"
             )
         if case.name in self._cases and self._cases[case.name] is not case:
             raise CaseError(case.name, "name", "is already registered by another case; names must be unique")
@@ -355,7 +355,7 @@ class Registry:
         try:
             return self._cases[name]
         except KeyError:
-            raise KeyError(f"no case named {name!r}; `python -m harness list` lists them") from None
+            raise KeyError(f"no case named {name!r}; `graphsafe list` lists them") from None
 
     def names(self) -> list[str]:
         return list(self._cases)
@@ -402,7 +402,9 @@ def load_case_source(source: str) -> list[Case]:
         if c.name not in before or belongs_to(REGISTRY.origin(c.name), module_name)
     ]
     if not found:
-        raise CaseFileError(f"case source {source!r} registered no cases (call harness.register(Case(...)))")
+        raise CaseFileError(
+            f"case source {source!r} registered no cases (call graphsafe.register(Case(...)))"
+        )
     return found
 
 

@@ -1,4 +1,4 @@
-"""The command line: `python -m harness verify | list | repro | report compare`.
+"""The command line: `graphsafe verify | list | repro | report compare`.
 
 Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise, 2 for a
 usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for
@@ -24,18 +24,19 @@ from typing import Any
 
 import torch
 
-from harness import requirements
-from harness.backends import BACKEND_NAMES, resolve_backend_name
-from harness.case import REGISTRY, Case, CaseFileError, load_case_source
-from harness.errors import BackendUnavailable, CaseError
-from harness.progress import BuildProgress, Progress
-from harness.protocol import DEFAULT_REPLAYS
-from harness.records import Result
-from harness.reports import fingerprint as fp_module
-from harness.reports.merge import MergeError, Shard, merge_runs, parse_shard
-from harness.reports.render import write_reports
-from harness.reports.results import ResultsWriter, RunDirError, claim_run_dir
-from harness.runner import (
+import graphsafe
+from graphsafe import requirements
+from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
+from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
+from graphsafe.errors import BackendUnavailable, CaseError
+from graphsafe.progress import BuildProgress, Progress
+from graphsafe.protocol import DEFAULT_REPLAYS
+from graphsafe.records import Result
+from graphsafe.reports import fingerprint as fp_module
+from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
+from graphsafe.reports.render import write_reports
+from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir
+from graphsafe.runner import (
     DEFAULT_DEADLINE_S,
     BoundsError,
     RunOptions,
@@ -50,9 +51,8 @@ from harness.runner import (
     start_workers,
     stop_workers,
 )
-from harness.selection import compile_selector
-from harness.suite_config import SuiteConfigError
-from harness.suites import default_suites, load_default_suites
+from graphsafe.selection import compile_selector
+from graphsafe.suites import default_suites, load_default_suites
 
 
 class UsageError(Exception):
@@ -63,7 +63,7 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM during a run: the reports are written, marked incomplete, then exit 130."""
 
 
-# Where a run's time went (harness.cli.RunClock): from this module's import (the interpreter and torch are
+# Where a run's time went (graphsafe.cli.RunClock): from this module's import (the interpreter and torch are
 # already loaded by then) to the reports.
 _IMPORTED_AT = time.monotonic()
 SLOWEST_SHOWN = 5
@@ -168,6 +168,7 @@ def program_name() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=program_name(), description="graphsafe: graph-replay safety checks")
+    parser.add_argument("--version", action="version", version=f"graphsafe {graphsafe.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="run cases and write a report")
     _add_run_arguments(verify)
@@ -280,7 +281,7 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             cases = list(found.values())
         else:
             cases = load_default_suites()
-    except (CaseError, CaseFileError, SuiteConfigError) as exc:
+    except (CaseError, CaseFileError) as exc:
         raise UsageError(str(exc)) from exc
     if pattern:
         try:
@@ -337,7 +338,7 @@ def capped_jobs(requested: int | str | None, backend: str, devices: int) -> int:
 
 def _at_sizes(case: Case, text: str) -> Case:
     """`repro NAME --sizes T=33,K=1`: the case with its declared sizes fixed (harness/search.py)."""
-    from harness import search
+    from graphsafe import search
 
     if case.sizes is None:
         raise UsageError(f"--sizes: case {case.name!r} declares no size space")
@@ -349,9 +350,9 @@ def _at_sizes(case: Case, text: str) -> Case:
 
 def _prebuild(cases: list[Case], backend: str) -> None:
     """Compile the native libraries the selected cases reach, all at once, before the first case, with
-    progress lines of their own (harness.native.build.prebuild); a failed build is left to the cases that
+    progress lines of their own (graphsafe.native.build.prebuild); a failed build is left to the cases that
     load it, which report it with their verdicts."""
-    from harness.native import build as native_build
+    from graphsafe.native import build as native_build
 
     roots = sorted({REGISTRY.origin(c.name) for c in cases} - {""})
     builds = native_build.planned(roots, ("cpu",) if backend == "cpu" else ("cpu", "gpu"))
@@ -605,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     code = _run_command(args)
     if argv is None and getattr(args, "no_isolate", False) and threading.active_count() > 1:
         # An op run in this process may have left non-daemon threads that would keep it alive after the
-        # reports are written; everything is flushed, so end here (`python -m harness` only, never a caller
+        # reports are written; everything is flushed, so end here (`graphsafe` only, never a caller
         # that passed argv).
         with contextlib.suppress(Exception):
             sys.stdout.flush()
@@ -646,7 +647,7 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
     try:
         backend = resolve_backend_name(args.backend)
         suites = [] if args.case else default_suites()
-    except (BackendUnavailable, SuiteConfigError, ValueError):
+    except (BackendUnavailable, ValueError):
         return None  # the same call in run_verify or select_cases reports it
     devices = torch.cuda.device_count() if backend == "gpu" else 0
     return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices)
@@ -658,7 +659,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")
         return 0
     if args.command == "report":
-        from harness.reports import baseline
+        from graphsafe.reports import baseline
 
         allow = getattr(args, "allow_platform_mismatch", False)
         if args.report_command == "nightly":
@@ -675,7 +676,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return 0
         return baseline.main_compare(args.old, args.new, allow_platform_mismatch=allow, out=emit)
     if args.command == "repro":
-        from harness import reproduce
+        from graphsafe import reproduce
 
         if reproduce.is_counterexample(args.name):
             return reproduce.run(
@@ -690,7 +691,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         args.replays = args.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
         if not cases:
-            raise UsageError(f"no case named {args.name!r}; `python -m harness list` lists them")
+            raise UsageError(f"no case named {args.name!r}; `graphsafe list` lists them")
         if args.sizes is not None:
             cases = [_at_sizes(cases[0], args.sizes)]
             args.no_isolate = True  # a worker knows the case by name only, with its whole size space

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.scan import scan_and_differ
+from graphsafe.scan import scan_and_differ
 
 # Default relative-error thresholds per output dtype (max-norm, like the seeds).
 # bf16 0.02: FreeToken issue #350's acceptance threshold (its test_cpu_moe.py). f16 1e-3 and f32 1e-5: one order
@@ -110,7 +110,7 @@ def compare_and_differ(
     pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]],
     byte_pairs: Sequence[tuple[torch.Tensor, torch.Tensor]],
 ) -> tuple[list[Comparison], list[bool]]:
-    """`compare_many(pairs)`, and whether any byte differs in each of `byte_pairs` (harness.scan
+    """`compare_many(pairs)`, and whether any byte differs in each of `byte_pairs` (graphsafe.scan
     bytes_differ_many), with one host synchronization for both."""
     results: dict[int, Comparison] = {}
     scans: list[tuple[int, torch.Tensor, torch.Tensor, float]] = []

@@ -3,7 +3,7 @@
 An inference engine does not capture one op at one shape. It captures a step at several batch sizes (vLLM:
 1, 2, 4, ... 512 tokens) into one memory pool and replays the smallest graph that fits, with fewer valid rows
 than the graph was captured for; and it steps a module whose buffers (KV cache, position) carry state from
-one replay to the next. `harness.protocol.check` sends a case here when it declares `buckets` or
+one replay to the next. `graphsafe.protocol.check` sends a case here when it declares `buckets` or
 `make_module`; the rows and verdicts are the protocol's (`_verdict_row`), so the reports read them alike.
 
 Buckets, per pattern: capture every bucket (largest first, one shared pool), then for each B_i and bucket b
@@ -37,16 +37,16 @@ from typing import Any
 
 import torch
 
-from harness import verdicts as V
-from harness.backends import GraphBackend
-from harness.backends.base import flatten_tensors
-from harness.case import Case
-from harness.compare import compare
-from harness.errors import CaseError, OutputTypeError
-from harness.poison import poison_outputs
-from harness.records import Row
-from harness.tracebacks import with_user_frame
-from harness.verdict_rules import (
+from graphsafe import verdicts as V
+from graphsafe.backends import GraphBackend
+from graphsafe.backends.base import flatten_tensors
+from graphsafe.case import Case
+from graphsafe.compare import compare
+from graphsafe.errors import CaseError, OutputTypeError
+from graphsafe.poison import poison_outputs
+from graphsafe.records import Row
+from graphsafe.tracebacks import with_user_frame
+from graphsafe.verdict_rules import (
     DEVICE_FAULTS,
     _call_op,
     _capture_failure_row,

@@ -28,9 +28,10 @@ import torch
 
 # Namespaces of these packages are never snapshotted: their state is not the op's cache, and copying
 # torch's module dicts on every check would cost more than the probe.
-# The harness by its own top-level name: `harness` in a checkout, `graphsafe` installed.
+_LIBRARY_PACKAGES = frozenset({"torch", "builtins", "functools", "numpy", "typing", "math"})
+# graphsafe's own modules are the harness, not the op; its kernels and cases are op code like a user's.
 _HARNESS_PACKAGE = (__package__ or __name__).partition(".")[0]
-_LIBRARY_PACKAGES = frozenset({"torch", _HARNESS_PACKAGE, "builtins", "functools", "numpy", "typing", "math"})
+_OP_CODE_PACKAGES = (f"{_HARNESS_PACKAGE}.kernels", f"{_HARNESS_PACKAGE}.cases")
 # A module-level weight table is read, not written, by a correct op; cloning big ones on every case would
 # cost time for nothing. State that leaks from A is a scale, a table of offsets, a cached noise vector.
 MAX_TENSOR_BYTES = 16 << 20
@@ -109,7 +110,10 @@ def _add_instance(found: dict[int, dict[str, Any]], obj: Any) -> None:
 
 
 def _is_library(module_name: str) -> bool:
-    return module_name.split(".", 1)[0] in _LIBRARY_PACKAGES
+    top = module_name.split(".", 1)[0]
+    if top == _HARNESS_PACKAGE:
+        return not any(module_name == p or module_name.startswith(p + ".") for p in _OP_CODE_PACKAGES)
+    return top in _LIBRARY_PACKAGES
 
 
 class PythonState:

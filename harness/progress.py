@@ -1,4 +1,4 @@
-"""Live progress for `python -m harness verify`: cases done/total, failures so far, ETA, current case.
+"""Live progress for `graphsafe verify`: cases done/total, failures so far, ETA, current case.
 
 On a terminal the line is rewritten in place (\\r), so a long run shows one moving line; when stderr is a pipe
 or a CI log, each finished case gets its own plain line, because \\r in a log file turns into one unreadable
@@ -93,7 +93,7 @@ class Progress:
 
 
 class BuildProgress:
-    """Progress of the native builds run before the first case (harness.native.build.prebuild): a line when
+    """Progress of the native builds run before the first case (graphsafe.native.build.prebuild): a line when
     a build starts and when it ends, with the ETA of those still running. Each build has its own expected
     time (its last cold build on this machine), so the ETA is the longest expected remainder among the builds
     in flight: they compile at once. Case progress starts after the builds, so its ETA never counts them."""
@@ -133,7 +133,7 @@ class BuildProgress:
             self._write(f"{label} {outcome}")
 
     def event(self, kind: str, build: Any, seconds: float, error: BaseException | None) -> None:
-        """harness.native.build.prebuild's on_event."""
+        """graphsafe.native.build.prebuild's on_event."""
         if kind == "start":
             self.started(build.label)
         else:

@@ -28,20 +28,20 @@ from typing import Any
 
 import torch
 
-from harness import verdicts as V
-from harness.backends import GraphBackend, get_backend
-from harness.backends.base import flatten_tensors
-from harness.case import Case
-from harness.errors import (
+from graphsafe import verdicts as V
+from graphsafe.backends import GraphBackend, get_backend
+from graphsafe.backends.base import flatten_tensors
+from graphsafe.case import Case
+from graphsafe.errors import (
     CaseError,
     FallbackEager,
     OutputTypeError,
 )
-from harness.hidden_state import PythonState, op_generators
-from harness.poison import PATTERNS, poison_outputs
-from harness.records import Result, Row
-from harness.tracebacks import with_user_frame
-from harness.verdict_rules import (
+from graphsafe.hidden_state import PythonState, op_generators
+from graphsafe.poison import PATTERNS, poison_outputs
+from graphsafe.records import Result, Row
+from graphsafe.tracebacks import with_user_frame
+from graphsafe.verdict_rules import (
     DEVICE_FAULTS,
     EAGER_VS_REFERENCE,
     LEAK_DETAIL,
@@ -218,7 +218,7 @@ def check(
     if sizes is not None and case.sizes is None:
         raise CaseError(case.name, "sizes", f"sizes {dict(sizes)} given, but the case declares no size space")
     if case.sizes is not None:
-        from harness import search
+        from graphsafe import search
 
         def at_sizes(bound: Case) -> Result:
             return check(
@@ -247,7 +247,7 @@ def check(
         try:
             with be.poisoned_allocation(pattern), be.generators_followed(op_generators(case.op)):
                 if case.buckets or case.make_module is not None:
-                    from harness import engine  # the engine-style loops (buckets, stateful modules)
+                    from graphsafe import engine  # the engine-style loops (buckets, stateful modules)
 
                     rows.extend(engine.check_pattern(case, be, pattern, replays, seed))
                     continue

@@ -8,7 +8,7 @@ relative to that file). An installed graphsafe registers the plugin through its 
 `pytest_plugins = ["graphsafe.pytest_plugin"]`, needed where PYTEST_DISABLE_PLUGIN_AUTOLOAD is set, is a
 no-op where the entry point already loaded it. This repository's conftest.py loads it from the checkout.
 
-An item runs the differential replay protocol (`harness.check`) on its case and passes when the verdict equals
+An item runs the differential replay protocol (`graphsafe.check`) on its case and passes when the verdict equals
 the case's `expect`; otherwise it fails with the case's block from summary.md (verdict, expected, the
 reproduce command, one row per pattern and replay, the details). A case whose `requires` this machine or
 backend does not meet is skipped with the reason. Items carry the marker `graphsafe` and the case's family as
@@ -16,7 +16,7 @@ a keyword, so pytest's own `-k`, `-m`, `--junitxml` and `-n` (pytest-xdist) appl
 xdist worker takes one GPU as its current device (worker i of a box with N GPUs gets GPU i mod N).
 
 Cases that expect `crash` or `timeout` kill or stall the process running them by design, so they run in a
-worker process (harness.runner), as `verify` runs every case; the others run in the pytest process.
+worker process (graphsafe.runner), as `verify` runs every case; the others run in the pytest process.
 
 The plugin also registers graphsafe's Hypothesis profiles: dev (10 examples), ci (25, derandomized) and
 nightly (500). `HYPOTHESIS_PROFILE=<one of them>` loads it; otherwise the plugin leaves Hypothesis's settings
@@ -93,7 +93,7 @@ def _spread_xdist_workers(config: pytest.Config) -> None:
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
-        # N workers each starting one thread per core oversubscribe the CPU N-fold (harness.runner measured it);
+        # N workers each starting one thread per core oversubscribe the CPU N-fold (graphsafe.runner measured it);
         # here 2 workers on 2 busy cores took 38 s for the 3 cases one process ran in 3 s.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     # The current device, not CUDA_VISIBLE_DEVICES: the first torch.cuda.is_available() has initialized the
@@ -144,7 +144,7 @@ class CaseVerdictError(AssertionError):
 class CaseItem(pytest.Item):
     def __init__(self, *, case: Any, sources: list[str], **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        from harness.selection import keywords
+        from graphsafe.selection import keywords
 
         self.case = case
         self.sources = sources
@@ -152,7 +152,7 @@ class CaseItem(pytest.Item):
         self.extra_keyword_matches.update(keywords(case))
 
     def _backend(self) -> str:
-        from harness.backends import resolve_backend_name
+        from graphsafe.backends import resolve_backend_name
 
         return resolve_backend_name(self.config.getoption("graph_backend"))
 
@@ -162,7 +162,7 @@ class CaseItem(pytest.Item):
             raise CaseVerdictError(failure_text(result, self.sources))
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException], style: Any = None) -> Any:
-        from harness.errors import CaseError
+        from graphsafe.errors import CaseError
 
         # One clear message, not the harness's stack.
         if isinstance(excinfo.value, CaseVerdictError | CaseError):
@@ -185,11 +185,11 @@ def _definition_line(path: Path, name: str) -> int:
 
 def run_case(case: Any, backend: str, sources: list[str]) -> Any:
     """One case's Result: in this process, or in a worker process for cases expected to kill theirs."""
-    from harness.protocol import check
+    from graphsafe.protocol import check
 
     if case.expect not in PROCESS_KILLING_VERDICTS:
         return check(case, backend)
-    from harness.runner import RunOptions, run_isolated
+    from graphsafe.runner import RunOptions, run_isolated
 
     results: list[Any] = []
     run_isolated([case], sources, RunOptions(backend=backend), jobs=1, devices=0, on_result=results.append)
@@ -200,9 +200,9 @@ def failure_text(result: Any, sources: list[str]) -> str:
     """The case's block of summary.md (heading, reproduce command, replay table, details), from its Result."""
     import pandas as pd
 
-    from harness.reports.markdown import failure_lines
-    from harness.reports.results import normalize
-    from harness.reports.tables import failure_section, summarize_case
+    from graphsafe.reports.markdown import failure_lines
+    from graphsafe.reports.results import normalize
+    from graphsafe.reports.tables import failure_section, summarize_case
 
     status = "ok" if result.ok else "FAIL"
     frame = pd.DataFrame(
@@ -227,10 +227,10 @@ def pytest_collection_modifyitems(
     sources = _case_sources(config)
     if not sources:
         return
-    from harness.backends import resolve_backend_name
-    from harness.case import CaseFileError, load_case_source
-    from harness.errors import BackendUnavailable, CaseError
-    from harness.requirements import unmet
+    from graphsafe.backends import resolve_backend_name
+    from graphsafe.case import CaseFileError, load_case_source
+    from graphsafe.errors import BackendUnavailable, CaseError
+    from graphsafe.requirements import unmet
 
     try:
         backend = resolve_backend_name(config.getoption("graph_backend"))
@@ -260,7 +260,7 @@ def pytest_collection_modifyitems(
 @pytest.fixture
 def graph_backend(request: pytest.FixtureRequest) -> str:
     """The resolved backend name ("cpu" or "gpu") that --graph-backend selects, for tests of one's own."""
-    from harness.backends import resolve_backend_name
+    from graphsafe.backends import resolve_backend_name
 
     return resolve_backend_name(request.config.getoption("graph_backend"))
 

@@ -10,7 +10,7 @@ with a buggy and a fixed variant, registers them as cases, and declares what to 
         tables=(CaseTable(...), MeasuredTable(...)),
     )
 
-`python -m harness repro <module>` (`make repro CASE=<module>`) loads the module the way `--case` loads a
+`graphsafe repro <module>` (`make repro CASE=<module>`) loads the module the way `--case` loads a
 case file (a bare name is looked up as `<suite>.counterexamples.<name>` in the configured suites), runs every
 case its tables name through the protocol on the chosen backend (in a worker process, so a case that kills
 its process costs one row), prints each table, then a one-line conclusion. Exit 0 iff every row that ran
@@ -44,17 +44,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.backends import BACKEND_NAMES, resolve_backend_name
-from harness.case import REGISTRY, Case, CaseFileError, _import_file
-from harness.errors import CaseError
-from harness.protocol import DEFAULT_REPLAYS, check
-from harness.records import Result
-from harness.records import Row as ResultRow
-from harness.reports import fingerprint as fp_module
-from harness.runner import DEFAULT_DEADLINE_S, RunOptions, run_isolated
-from harness.verdicts import PASS
+from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
+from graphsafe.case import REGISTRY, Case, CaseFileError, _import_file
+from graphsafe.errors import CaseError
+from graphsafe.protocol import DEFAULT_REPLAYS, check
+from graphsafe.records import Result
+from graphsafe.records import Row as ResultRow
+from graphsafe.reports import fingerprint as fp_module
+from graphsafe.runner import DEFAULT_DEADLINE_S, RunOptions, run_isolated
+from graphsafe.verdicts import PASS
 
-COUNTEREXAMPLE_PACKAGE = "counterexamples"  # below each configured suite (harness.suites)
+COUNTEREXAMPLE_PACKAGE = "counterexamples"  # below each configured suite (graphsafe.suites)
 SIDES = ("buggy", "fixed")
 # Metrics of one side's result, and metrics of a whole line.
 SIDE_METRICS = ("eager error", "graph error", "graph vs eager", "verdict", "result", "detail", "nonfinite")
@@ -106,7 +106,7 @@ class Line:
         for side in SIDES:
             value = getattr(self, side)
             if value is not None and not isinstance(value, Case):
-                raise ReportError(f"Line {self.label!r}: {side} must be a harness.Case or None")
+                raise ReportError(f"Line {self.label!r}: {side} must be a graphsafe.Case or None")
         if self.buggy is None and self.fixed is None and not self.gpu_only:
             raise ReportError(f"Line {self.label!r} has neither a buggy nor a fixed case")
 
@@ -215,7 +215,7 @@ def counterexample_names() -> list[str]:
 
 
 def _counterexample_packages() -> list[types.ModuleType]:
-    from harness.suite_config import default_suites
+    from graphsafe.suite_config import default_suites
 
     packages = []
     for suite in default_suites():
@@ -272,7 +272,7 @@ def load(name: str) -> Loaded:
         )
     if not isinstance(report, Report):
         raise ReportError(
-            f"counterexample {name!r}: REPORT is a {type(report).__name__}, not harness.reproduce.Report"
+            f"counterexample {name!r}: REPORT is a {type(report).__name__}, not graphsafe.reproduce.Report"
         )
     return Loaded(module, source, report)
 
@@ -309,7 +309,7 @@ def run_cases(
             registered = None
         if registered is not case:
             raise ReportError(
-                f"case {case.name!r} of the REPORT is not registered (wrap it in harness.register)"
+                f"case {case.name!r} of the REPORT is not registered (wrap it in graphsafe.register)"
             )
     results: dict[str, Result] = {}
     if not cases:
@@ -588,7 +588,7 @@ def run(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness repro", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="graphsafe repro", description=__doc__.splitlines()[0])
     add_arguments(parser)
     args = parser.parse_args(argv)
     return run(
@@ -604,8 +604,8 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     # Run the module under its package name: as __main__ it would define a second Report class, and the
-    # counterexample modules' REPORT (built from harness.reproduce.Report) would not be an instance of it.
-    from harness.reproduce import main as _main
+    # counterexample modules' REPORT (built from graphsafe.reproduce.Report) would not be an instance of it.
+    from graphsafe.reproduce import main as _main
 
     sys.exit(_main())
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 
 import torch
 
-from harness.errors import CaseError
+from graphsafe.errors import CaseError
 
 _REQUIREMENT = re.compile(
     r"^(?:cpu|gpu|cuda|rocm|fp8|sm_(?P<major>[1-9]\d?)(?P<minor>\d)|devices>=(?P<count>[1-9]\d*))$"

@@ -8,7 +8,7 @@ Given `validated`, both modes first check every case's definition on the run's d
 one B: names, shapes, dtypes, A and B differ; the op takes the inputs) and hand the input sizes to
 `validated` (the CLI bounds --replays/--live-graphs with `check_bounds`) before any case runs, so a bad case
 or a bound that memory cannot hold stops the run with nothing run. Workers die with their parent
-(harness.worker: a parent-death signal on Linux and a liveness check everywhere).
+(graphsafe.worker: a parent-death signal on Linux and a liveness check everywhere).
 """
 
 from __future__ import annotations
@@ -30,18 +30,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import verdicts as V
-from harness.case import Case, CaseFileError
-from harness.errors import CaseError
-from harness.poison import PATTERNS
-from harness.protocol import check, validate_definition
-from harness.records import Result, Row
+from graphsafe import verdicts as V
+from graphsafe.case import Case, CaseFileError
+from graphsafe.errors import CaseError
+from graphsafe.poison import PATTERNS
+from graphsafe.protocol import check, validate_definition
+from graphsafe.records import Result, Row
 
 DEFAULT_DEADLINE_S = 300.0
-# The folder the harness package is imported from: on the workers' PYTHONPATH, so they import this same
-# harness (and a checkout's suites next to it), whatever the caller's working directory.
-_IMPORT_ROOT = Path(__file__).resolve().parent.parent
-_WORKER_MODULE = f"{__package__}.worker"  # `harness.worker` in a checkout, `graphsafe.worker` installed
+# Workers run the same interpreter, which imports graphsafe as this process did (installed or editable).
+_WORKER_MODULE = f"{__package__}.worker"
 
 
 @dataclass
@@ -243,7 +241,7 @@ def run_isolated(
     `respawns`, when given, receives for each case whose worker was killed or retired the seconds its
     replacement took to start (`slot_seconds` adds them to the case's own for the next run's order).
 
-    Each worker imports `suites` (harness.suites.load_suites) and `sources` (case files or modules) before it
+    Each worker imports `suites` (graphsafe.suites.load_suites) and `sources` (case files or modules) before it
     runs anything: together they must register every case in `cases`. A case file that changed since
     `sources` were read is refused by the worker that loads it (CaseFileError): the run never mixes two
     versions of a case.
@@ -429,7 +427,7 @@ def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[C
 
 
 def _case_seconds_path() -> Path:
-    from harness.native.build import cache_dir  # the machine's cache folder, beside the build cache
+    from graphsafe.native.build import cache_dir  # the machine's cache folder, beside the build cache
 
     return cache_dir() / "case_seconds.json"
 
@@ -474,7 +472,6 @@ def _spawn(index: int, load: dict, devices: int, jobs: int, selector: selectors.
     env["GRAPHSAFE_RESULT_FD"] = str(write_fd)
     env["GRAPHSAFE_WORKER_LOAD"] = json.dumps(load)
     env["GRAPHSAFE_PARENT_PID"] = str(os.getpid())  # the worker exits when this process is gone
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_IMPORT_ROOT), env.get("PYTHONPATH", "")]))
     if devices > 0:
         # One worker per GPU: a box with N GPUs runs N cases at once.
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(index % devices)
@@ -600,7 +597,7 @@ def stderr_tail_text(worker: _Worker) -> str:
 
 
 def _failed(case: Case, options: RunOptions, verdict: str, detail: str) -> Result:
-    from harness.backends import resolve_backend_name
+    from graphsafe.backends import resolve_backend_name
 
     return case_level_result(
         case.name, case.family, case.expect, resolve_backend_name(options.backend), verdict, detail

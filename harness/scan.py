@@ -1,4 +1,4 @@
-"""The comparison pass behind `harness.compare.compare`: one scan of an output against its reference.
+"""The comparison pass behind `graphsafe.compare.compare`: one scan of an output against its reference.
 
 Role: make the cheap case cheap. A clean comparison (the outputs agree, nothing non-finite, no poison) is a
 few reductions over the data on the tensors' own device, stacked into one small tensor and read with ONE
@@ -48,7 +48,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
-from harness.native import gpu_library, host_library
+from graphsafe.native import gpu_library, host_library
 
 DENOMINATOR_EPS = 1e-6
 MAX_REPORTED_INDICES = 5
@@ -60,7 +60,7 @@ CPU_CHUNK_ELEMENTS = 1 << 16
 
 @dataclass
 class Scan:
-    """What one comparison found; harness.compare turns it into a Comparison."""
+    """What one comparison found; graphsafe.compare turns it into a Comparison."""
 
     error: float
     nonfinite: int
@@ -87,7 +87,7 @@ def scan(
 ) -> Scan:
     """Compare `out` with `ref` (same shape and real dtype); threshold 0.0 demands equal bits.
 
-    `poison`: the finite values an unwritten element of this dtype holds (harness.compare.poison_values).
+    `poison`: the finite values an unwritten element of this dtype holds (graphsafe.compare.poison_values).
     """
     return scan_many([(out, ref, threshold, poison)])[0]
 

@@ -4,7 +4,7 @@ the smallest sizes that still fail.
 Role: the seeds' bugs live at shape edges (T not a multiple of the block, an expert with no tokens, an f16
 read past the end at some H); a hand-written shape list finds only the edges someone thought of. A case
 declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypothesis strategy of ints), and
-`make_inputs(seed, device, *, T, E)` takes them as keyword arguments. `harness.check` on such a case runs
+`make_inputs(seed, device, *, T, E)` takes them as keyword arguments. `graphsafe.check` on such a case runs
 `search`:
 
   0. sizes that failed in an earlier run come first, from the example database (`database_dir()`);
@@ -60,13 +60,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness import verdicts as V
-from harness.errors import CaseError
-from harness.records import Result
+from graphsafe import verdicts as V
+from graphsafe.errors import CaseError
+from graphsafe.records import Result
 
 if TYPE_CHECKING:
-    from harness.backends import GraphBackend
-    from harness.case import Case
+    from graphsafe.backends import GraphBackend
+    from graphsafe.case import Case
 
 DATABASE_ENV = "GRAPHSAFE_SEARCH_DB"
 # The protocol's CaseError for an input that is the same for seed A and a seed B (harness/protocol.py).
@@ -599,7 +599,7 @@ def search(
     budget: Budget | None = None,
     confirm: Callable[[Case], Result] | None = None,
 ) -> Result:
-    """Search `case`'s size space; `run_check(bound_case)` is harness.check at fixed sizes (the protocol a
+    """Search `case`'s size space; `run_check(bound_case)` is graphsafe.check at fixed sizes (the protocol a
     size is explored with), `confirm(bound_case)` the whole protocol the smallest failing size is reported
     with (default: run_check)."""
     from hypothesis.database import DirectoryBasedExampleDatabase

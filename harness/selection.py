@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from _pytest.mark.expression import Expression
 
-from harness.case import Case
+from graphsafe.case import Case
 
 _GLOB_CHARS = "*?["
 
@@ -33,7 +33,7 @@ def compile_selector(pattern: str) -> Callable[[Case], bool]:
     try:
         expression = Expression.compile(pattern)
     except Exception as exc:  # pytest 9 raises SyntaxError, pytest 8 its own ParseError (an Exception)
-        # Case names hold only letters, digits and _ . / - (harness.case), all identifier characters of pytest's
+        # Case names hold only letters, digits and _ . / - (graphsafe.case), all identifier characters of pytest's
         # grammar, so any name is a valid one-word expression and the old substring match is its special case.
         raise ValueError(f"-k {pattern!r} is not a valid expression: {exc}") from None
 

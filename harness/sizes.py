@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from harness.errors import CaseError
+from graphsafe.errors import CaseError
 
 
 def validate_sizes(label: str, sizes: Any, make_inputs: Callable[..., Any]) -> dict[str, Any]:

@@ -1,11 +1,10 @@
 """Suites: the packages of case modules a run loads when it is given no --case.
 
 The harness ships no cases and imports none: which suites are the default comes from configuration
-(harness.suite_config: the graphsafe.suites entry points, or [tool.graphsafe] default-suites), so the layers
-run one way (cases import the harness, never the reverse).
+(graphsafe.suite_config: the graphsafe.suites entry points), so the layers run one way (cases import the harness, never the reverse).
 
 A suite is a module; when it is a package, every module below it is imported too, except private modules
-(``_x``), tests (``test_x``) and ``conftest``. Importing a module registers its cases (``harness.register``).
+(``_x``), tests (``test_x``) and ``conftest``. Importing a module registers its cases (``graphsafe.register``).
 """
 
 from __future__ import annotations
@@ -14,8 +13,8 @@ import importlib
 import pkgutil
 from collections.abc import Sequence
 
-from harness.case import REGISTRY, Case, CaseFileError, add_suite_root, belongs_to
-from harness.suite_config import ENTRY_POINT_GROUP, PYPROJECT, default_suites
+from graphsafe.case import REGISTRY, Case, CaseFileError, add_suite_root, belongs_to
+from graphsafe.suite_config import ENTRY_POINT_GROUP, default_suites
 
 _SKIPPED_PREFIXES = ("_", "test_", "conftest")
 
@@ -49,8 +48,8 @@ def load_default_suites() -> list[Case]:
     modules = default_suites()
     if not modules:
         raise CaseFileError(
-            f"no case source given and no default suite configured (entry points {ENTRY_POINT_GROUP!r}, "
-            f"or [tool.graphsafe] default-suites in {PYPROJECT}); pass --case FILE_OR_MODULE"
+            f"no case source given and no installed suite (entry points {ENTRY_POINT_GROUP!r}): is graphsafe "
+            "installed (`pip install -e .` in a checkout)? Else pass --case FILE_OR_MODULE"
         )
     return load_suites(modules)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import exception_chain
+from graphsafe.errors import exception_chain
 
 _HARNESS_DIR = Path(__file__).resolve().parent
 _SKIPPED_DIRS: tuple[str, ...] = tuple(

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from harness import verdicts as V
-from harness.backends import GraphBackend
-from harness.case import Case
-from harness.compare import Comparison, compare_and_differ, default_threshold, poison_values
-from harness.errors import (
+from graphsafe import verdicts as V
+from graphsafe.backends import GraphBackend
+from graphsafe.case import Case
+from graphsafe.compare import Comparison, compare_and_differ, default_threshold, poison_values
+from graphsafe.errors import (
     REFUSAL_ERRORS,
     CaptureError,
     CaptureSyncError,
@@ -27,10 +27,10 @@ from harness.errors import (
     OutputTypeError,
     exception_chain,
 )
-from harness.poison import op_call_poisoning, unfilled
-from harness.records import Row
-from harness.scan import bytes_differ_many, count_unwritten
-from harness.tracebacks import with_user_frame
+from graphsafe.poison import op_call_poisoning, unfilled
+from graphsafe.records import Row
+from graphsafe.scan import bytes_differ_many, count_unwritten
+from graphsafe.tracebacks import with_user_frame
 
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
 DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(

@@ -2,7 +2,7 @@
 
 Capture violations can leave the device context unusable for every later call (ROCm/rocm-systems#6097), and
 an illegal memory access kills the process: running cases here means such a case costs itself, never the
-run. The parent (harness.runner) restarts a worker that died or hung.
+run. The parent (graphsafe.runner) restarts a worker that died or hung.
 
 Answers go to the file descriptor given in GRAPHSAFE_RESULT_FD, not stdout, so whatever a case prints
 cannot corrupt the protocol. What to load comes from the parent in GRAPHSAFE_WORKER_LOAD, a JSON object
@@ -80,13 +80,12 @@ def main() -> int:
         die_with_parent(int(os.environ["GRAPHSAFE_PARENT_PID"]))
     out = os.fdopen(int(os.environ["GRAPHSAFE_RESULT_FD"]), "w", buffering=1)
     load = json.loads(os.environ["GRAPHSAFE_WORKER_LOAD"])
-    from harness.case import REGISTRY, CaseFileError, load_case_source
-    from harness.errors import CaseError
-    from harness.protocol import check, validate_definition
-    from harness.runner import available_memory
-    from harness.suite_config import SuiteConfigError
-    from harness.suites import load_suites
-    from harness.verdicts import CRASH
+    from graphsafe.case import REGISTRY, CaseFileError, load_case_source
+    from graphsafe.errors import CaseError
+    from graphsafe.protocol import check, validate_definition
+    from graphsafe.runner import available_memory
+    from graphsafe.suites import load_suites
+    from graphsafe.verdicts import CRASH
 
     digests = load.get("digests", {})
     try:
@@ -100,7 +99,7 @@ def main() -> int:
                 f"case file {changed[0]!r} changed after the run started; the run does not mix two versions "
                 "of a case: rerun it"
             )
-    except (CaseError, CaseFileError, SuiteConfigError) as exc:
+    except (CaseError, CaseFileError) as exc:
         out.write(json.dumps({"fatal": str(exc)}) + "\n")
         return 2
     out.write(json.dumps({"ready": True}) + "\n")

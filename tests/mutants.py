@@ -5,7 +5,7 @@ temporary directory, checks that the killing tests pass and every control gets i
 unmutated (a kill of a check that already fails would prove nothing), then for each mutant applies one
 targeted text replacement and runs
   * its killing tests (pytest): killed when they fail;
-  * `python -m harness verify --backend cpu` on the control modules (cases/controls.py,
+  * `graphsafe verify --backend cpu` on the control modules (cases/controls.py,
     cases/trust_controls.py): killed when some case no longer gets its expected verdict.
 A replacement that does not match exactly once fails the run: the detector moved and its mutant must follow.
 
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CONTROL_MODULES = ("cases.controls", "cases.trust_controls")
+CONTROL_MODULES = ("graphsafe.cases.controls", "graphsafe.cases.trust_controls")
 
 
 @dataclass(frozen=True)
@@ -247,9 +247,24 @@ def _copy_tree(dest: Path, ref: str | None) -> None:
         shutil.copy2(src, target)
 
 
+def _import_root(tree: Path) -> Path:
+    """A folder where `graphsafe` is the copy's harness/ with its kernels/ and cases/ as graphsafe.kernels and
+    graphsafe.cases (the layout `make setup`'s editable install gives the checkout). On PYTHONPATH it is found
+    before that install's finder, which comes last on sys.meta_path: the mutated copy is what runs."""
+    package = tree.parent / f"{tree.name}-import" / "graphsafe"  # beside the tree: copying a tree copies none
+    if not package.is_dir():
+        package.mkdir(parents=True)
+        for entry in (tree / "harness").iterdir():
+            if entry.name != "__pycache__":
+                (package / entry.name).symlink_to(entry)
+        for name in ("kernels", "cases"):
+            (package / name).symlink_to(tree / name)
+    return package.parent
+
+
 def _env(tree: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(tree)
+    env["PYTHONPATH"] = str(_import_root(tree))
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -266,7 +281,7 @@ def _run_controls(tree: Path) -> tuple[bool, list[str]]:
     """(every control got its expected verdict, the cases that did not)."""
     report = tree / "_mutant_run"
     shutil.rmtree(report, ignore_errors=True)
-    cmd = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--report-dir", str(report)]
+    cmd = [sys.executable, "-m", "graphsafe", "verify", "--backend", "cpu", "--report-dir", str(report)]
     for module in CONTROL_MODULES:
         cmd += ["--case", module]
     proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True, timeout=900)

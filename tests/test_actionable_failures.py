@@ -24,14 +24,19 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from harness.case import load_case_source
-from harness.cli import main, source_as_typed_here
-from harness.protocol import check
-from harness.reports import fingerprint
-from harness.reports.junit import render_junit
-from harness.reports.markdown import render_summary
-from harness.reports.render import STEP_SUMMARY_ENV, STEP_SUMMARY_MAX_BYTES, write_reports, write_step_summary
-from harness.reports.results import COLUMNS, read_results
+from graphsafe.case import load_case_source
+from graphsafe.cli import main, source_as_typed_here
+from graphsafe.protocol import check
+from graphsafe.reports import fingerprint
+from graphsafe.reports.junit import render_junit
+from graphsafe.reports.markdown import render_summary
+from graphsafe.reports.render import (
+    STEP_SUMMARY_ENV,
+    STEP_SUMMARY_MAX_BYTES,
+    write_reports,
+    write_step_summary,
+)
+from graphsafe.reports.results import COLUMNS, read_results
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = main.__module__.partition(".")[0]
@@ -40,7 +45,7 @@ USER_CASES = """\
 import os
 import sys
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 
 def make(seed, device):
     g = torch.Generator().manual_seed(seed)
@@ -96,7 +101,6 @@ def test_crashed_worker_stderr_reaches_the_detail_summary_and_junit(user_repo: P
             *(sys.executable, "-m", PROGRAM, "verify", "--case", "frame_cases.py", "-k", "user.dies"),
             *("--backend", "cpu", "--replays", "1", "--report-dir", str(run)),
         ],
-        env=os.environ | {"PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -110,7 +114,7 @@ def test_crashed_worker_stderr_reaches_the_detail_summary_and_junit(user_repo: P
     )
     summary = (run / "summary.md").read_text()
     assert "  my_kernel.cu:77: block (0,0,0) assertion `idx < n` failed" in summary  # quoted whole
-    assert "python -m harness repro user.dies --case frame_cases.py" in summary.replace(PROGRAM, "harness")
+    assert "graphsafe repro user.dies --case frame_cases.py" in summary
     case = ET.parse(run / "junit.xml").getroot().find(".//testcase[@name='user.dies']")
     assert case is not None and case.find("error") is not None and case.find("failure") is None
     error = case.find("error")
@@ -173,7 +177,7 @@ def test_junit_error_for_crash_timeout_and_harness_errors_failure_for_a_wrong_ve
     assert (
         "verdict stale_replay, expected pass" in body and "detail: graph replay vs eager: error 0.5" in body
     )
-    assert "reproduce: python -m" in body and "--seed 3" in body
+    assert "reproduce: graphsafe repro" in body and "--seed 3" in body
     assert "0.500000" in body  # the replay table
     case_time = suite.find("testcase[@name='c.stale']")
     assert case_time is not None and case_time.get("time") == "0.008"  # 2 x (2.5 + 1.5) ms
@@ -208,7 +212,7 @@ def test_summary_folds_passing_cases() -> None:
 
 
 def read_normalized(frame: pd.DataFrame) -> pd.DataFrame:
-    from harness.reports.results import normalize
+    from graphsafe.reports.results import normalize
 
     return normalize(frame)
 

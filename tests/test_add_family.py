@@ -3,8 +3,8 @@
 Method: the three files the steps ask for are written into a temporary folder that stands for the checkout's
 kernels/ and cases/ (family folder ``my_kernels/scaled_copy/`` with ``scaled_copy.hip`` and ``ops.py``, case
 file ``my_cases/scaled_copy.py``; namespace packages, so no ``__init__.py``). Then the family's CPU source
-builds with g++ through kernels.common.native (the .hip's host branch: no separate .cpp), and
-``python -m harness verify --backend cpu --case my_cases/scaled_copy.py`` runs its cases in a fresh process.
+builds with g++ through graphsafe.kernels.common.native (the .hip's host branch: no separate .cpp), and
+``graphsafe verify --backend cpu --case my_cases/scaled_copy.py`` runs its cases in a fresh process.
 Expected: exactly 3 new files; the case passes; its negative control (the kernel writes only half of the
 output, the rest stays as torch.empty left it) comes out ``uninitialized``, so the run can fail. With nvcc
 present, the same .hip also compiles for sm_90 (slow: marked).
@@ -70,7 +70,7 @@ import pathlib
 
 import torch
 
-from kernels.common import native
+from graphsafe.kernels.common import native
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -107,7 +107,7 @@ CASES = '''
 
 import torch
 
-from harness import Case, register
+from graphsafe import Case, register
 from my_kernels.scaled_copy import ops
 
 SCALE = 0.5
@@ -146,7 +146,7 @@ def _write_family(root: pathlib.Path) -> list[pathlib.Path]:
 
 
 def _env(root: pathlib.Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(REPO)])}
+    return {**os.environ, "PYTHONPATH": str(root)}
 
 
 @pytest.fixture(scope="module")
@@ -158,7 +158,7 @@ def test_the_steps_touch_three_files_and_the_case_passes_on_cpu(family_root: pat
     files = _write_family(family_root)
     assert len(files) == 3, files
     build = (
-        "from kernels.common import native; from my_kernels.scaled_copy import ops; "
+        "from graphsafe.kernels.common import native; from my_kernels.scaled_copy import ops; "
         "print(*[p.name for p in native.sources(ops.FAMILY_DIR, 'scaled_copy', 'cpu')], "
         "native.load(ops.FAMILY_DIR, 'scaled_copy', 'cpu').__name__)"
     )
@@ -169,7 +169,7 @@ def test_the_steps_touch_three_files_and_the_case_passes_on_cpu(family_root: pat
     assert built.stdout.split() == ["scaled_copy.hip", "gs_scaled_copy_cpu"]
 
     report_dir = family_root / "report"
-    command = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--case"]
+    command = [sys.executable, "-m", "graphsafe", "verify", "--backend", "cpu", "--case"]
     command += [str(family_root / "my_cases" / "scaled_copy.py"), "--report-dir", str(report_dir)]
     run = subprocess.run(command, env=_env(family_root), capture_output=True, text=True, cwd=REPO)
     with open(report_dir / "results.csv", newline="") as f:
@@ -188,7 +188,7 @@ def test_the_same_source_compiles_for_a_gpu(tmp_path: pathlib.Path) -> None:
     """The family's one .hip is also its device source: nvcc builds and imports it for sm_90 (no device)."""
     _write_family(tmp_path)
     build = (
-        "from kernels.common import native; from my_kernels.scaled_copy import ops; "
+        "from graphsafe.kernels.common import native; from my_kernels.scaled_copy import ops; "
         "print(native.build(ops.FAMILY_DIR, 'scaled_copy', 'cuda', arch='sm_90').__name__)"
     )
     built = subprocess.run(

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from harness.reports import baseline, fingerprint
-from harness.reports.results import COLUMNS
+from graphsafe.reports import baseline, fingerprint
+from graphsafe.reports.results import COLUMNS
 
 # case -> (verdict, expected, eager error, graph error); errors as the CSV text the runner writes
 Cases = dict[str, tuple[str, str, str, str]]
@@ -224,8 +224,8 @@ def test_nightly_against_platform_baseline(tmp_path: Path) -> None:
 
 
 def test_report_compare_cli(tmp_path: Path, old_run: Path) -> None:
-    """`python -m harness report compare` is the one command line for comparisons (harness.cli)."""
-    from harness.cli import main as cli_main
+    """`graphsafe report compare` is the one command line for comparisons (graphsafe.cli)."""
+    from graphsafe.cli import main as cli_main
 
     new_run = write_run(tmp_path / "new", changed(moe__bf16_fixed=("stale_replay", "pass", "0.002", "0.57")))
     assert cli_main(["report", "compare", str(old_run), str(old_run)]) == 0
@@ -238,7 +238,7 @@ CASE_FILE = '''
 import weakref
 
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 
 _cache = {}
 
@@ -274,13 +274,13 @@ register(Case(name="e2e.plain_add", make_inputs=inputs, op=lambda x, w: x + w, f
 
 
 def verify_run(tmp_path: Path, name: str, op: str) -> tuple[int, Path]:
-    """`python -m harness verify` on the CPU backend over a two-case file whose kernel is `op`."""
+    """`graphsafe verify` on the CPU backend over a two-case file whose kernel is `op`."""
     case_file = tmp_path / f"{name}_cases.py"
     case_file.write_text(CASE_FILE.replace("op=OP", f"op={op}"))
     run_dir = tmp_path / name
     repo = Path(__file__).resolve().parents[1]
-    env = os.environ | {"PYTHONPATH": str(repo)}
-    args = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--case", str(case_file)]
+    env = dict(os.environ)
+    args = [sys.executable, "-m", "graphsafe", "verify", "--backend", "cpu", "--case", str(case_file)]
     args += ["--replays", "2", "--no-isolate", "--report-dir", str(run_dir)]
     done = subprocess.run(args, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert (run_dir / "results.csv").exists(), done.stdout + done.stderr
@@ -308,7 +308,7 @@ def test_nightly_catches_a_broken_kernel_on_the_cpu_backend(tmp_path: Path) -> N
     # The repro line names the user's case file: the case is not in the built-in suite.
     case_file = tmp_path / "broken_cases.py"
     assert (
-        f"python -m harness repro e2e.weight_scale --case {case_file} --seed 0 --backend cpu"
+        f"graphsafe repro e2e.weight_scale --case {case_file} --seed 0 --backend cpu"
         in (broken / "summary.md").read_text()
     )
 

@@ -16,8 +16,8 @@ import time
 import pybind11
 import pytest
 
-from harness import native
-from harness.native import build
+from graphsafe import native
+from graphsafe.native import build
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # The kernel libraries' HIP-on-CUDA header (wherever the kernels keep it): the full mapping kernels rely on.

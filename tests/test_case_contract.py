@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-import harness
-from harness import Case, CaseError, register
-from harness.backends import get_backend
-from harness.case import Registry
+import graphsafe
+from graphsafe import Case, CaseError, register
+from graphsafe.backends import get_backend
+from graphsafe.case import Registry
 
 
 def _inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -65,7 +65,7 @@ _CAPTURE_SEEN: list[bool] = []
 
 @torch.library.custom_op("graphsafe_contract_test::capture_probe", mutates_args=())
 def _capture_probe(x: torch.Tensor) -> torch.Tensor:
-    _CAPTURE_SEEN.append(harness.is_capturing())
+    _CAPTURE_SEEN.append(graphsafe.is_capturing())
     return x * 2
 
 
@@ -75,33 +75,26 @@ def _(x: torch.Tensor) -> torch.Tensor:
 
 
 def test_is_capturing_is_true_only_while_the_cpu_recorder_records() -> None:
-    """Method: a custom op records harness.is_capturing() from inside its body; capture it on the cpu backend
+    """Method: a custom op records graphsafe.is_capturing() from inside its body; capture it on the cpu backend
     (one eager warm-up, then the recorded call) and replay it.
     Failure scenario: a check that looks only at the dispatch-mode stack is False inside a custom op's body
     (the dispatcher pops the mode while the op runs), so a kernel would share eager state with its graph;
     the negative direction: replay and plain eager calls must not count as capture."""
     _CAPTURE_SEEN.clear()
-    assert harness.is_capturing() is False
+    assert graphsafe.is_capturing() is False
     graph = get_backend("cpu").capture(lambda: _capture_probe(torch.ones(3)), warmup=1)
     assert _CAPTURE_SEEN == [False, True]  # warm-up eager, then the recorded call
-    assert harness.is_capturing() is False
+    assert graphsafe.is_capturing() is False
     graph.replay()
     _capture_probe(torch.ones(3))
     assert _CAPTURE_SEEN == [False, True, False, False]
 
 
 def test_default_suites_come_from_configuration(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    """Method: the checkout's pyproject names `cases` (an install's graphsafe.suites entry point, which wins,
-    names `graphsafe.cases`); a malformed default-suites is a named error; with no entry point and no
-    pyproject there is no default suite (the CLI then asks for --case)."""
-    from harness import suite_config
+    """Method: graphsafe's own graphsafe.suites entry point (an editable install's too) names
+    `graphsafe.cases`; with no entry point there is no default suite (the CLI then asks for --case)."""
+    from graphsafe import suite_config
 
-    assert suite_config._suites_from_pyproject(suite_config.PYPROJECT) == ["cases"]
-    assert suite_config.default_suites() in (["cases"], ["graphsafe.cases"])
-    bad = tmp_path / "pyproject.toml"
-    bad.write_text('[tool.graphsafe]\ndefault-suites = "cases"\n')
-    with pytest.raises(suite_config.SuiteConfigError, match=r"default-suites must be a list of module names"):
-        suite_config._suites_from_pyproject(bad)
-    monkeypatch.setattr(suite_config, "PYPROJECT", tmp_path / "absent.toml")
+    assert suite_config.default_suites() == ["graphsafe.cases"]
     monkeypatch.setattr(suite_config.importlib.metadata, "entry_points", lambda group: [])
     assert suite_config.default_suites() == []

@@ -1,6 +1,6 @@
 """The CLI contract: exit codes, report files and columns, user case files outside the repo, isolation.
 
-Each test runs `python -m harness` in a subprocess, as a user would.
+Each test runs `graphsafe` in a subprocess, as a user would.
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ REQUIRED_COLUMNS = {
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ)
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "graphsafe", *args],
         cwd=cwd or REPO,
         env=env,
         capture_output=True,
@@ -44,7 +44,7 @@ def harness(*args: str, cwd: Path | None = None, timeout: float = 240) -> subpro
 USER_CASES = textwrap.dedent(
     """
     import torch
-    from harness import Case, register
+    from graphsafe import Case, register
 
     def make(seed, device):
         g = torch.Generator().manual_seed(seed)
@@ -115,7 +115,7 @@ def test_exit_one_when_a_verdict_differs_from_expectation(tmp_path: Path) -> Non
     [
         ("raise ImportError('no module named foo')", "no module named foo"),
         (
-            "from harness import Case, register\nregister(Case(name='b', make_inputs=lambda s, d: {}, op=len, expect='ok'))",
+            "from graphsafe import Case, register\nregister(Case(name='b', make_inputs=lambda s, d: {}, op=len, expect='ok'))",
             "field 'expect'",
         ),
         ("x = 1", "registered no cases"),
@@ -144,7 +144,7 @@ def test_missing_case_file_and_bad_arguments_exit_two(tmp_path: Path) -> None:
 def test_non_tensor_inputs_exit_two_naming_case_and_field(tmp_path: Path) -> None:
     case_file = tmp_path / "nontensor.py"
     case_file.write_text(
-        "from harness import Case, register\n"
+        "from graphsafe import Case, register\n"
         "register(Case(name='nt', make_inputs=lambda seed, device: {'n': 3}, op=lambda n: n))\n"
     )
     proc = harness(
@@ -158,7 +158,7 @@ ISOLATION_CASES = textwrap.dedent(
     """
     import os, time
     import torch
-    from harness import Case, register
+    from graphsafe import Case, register
 
     def make(seed, device):
         return {"x": torch.randn(4, generator=torch.Generator().manual_seed(seed))}
@@ -204,7 +204,7 @@ def test_crash_and_hang_cost_one_case_each_and_keep_every_other_row(tmp_path: Pa
     assert sum(r["case"] == "iso_after" for r in rows) == 6
     # The next run's order counts what each case cost its worker slot: a case whose worker was killed or
     # retired also pays for its replacement's start (an import of torch and the cases: well over 0.1 s).
-    from harness.runner import case_seconds_history
+    from graphsafe.runner import case_seconds_history
 
     own = {
         line.split(",")[1]: float(line.split(",")[2])
@@ -222,7 +222,7 @@ SPARE_CASES = textwrap.dedent(
     """
     import time
     import torch
-    from harness import Case, register
+    from graphsafe import Case, register
 
     def make(seed, device):
         return {"x": torch.randn(4, generator=torch.Generator().manual_seed(seed))}
@@ -251,9 +251,9 @@ def test_a_worker_ended_by_a_timeout_is_replaced_by_the_spare(
     """With a core to spare, a run keeps one started worker aside: the worker a timeout ended is replaced by
     it at once, so the case is charged no replacement start (`respawns`). With no core to spare (2 workers on
     2 cores, the control) there is no spare, and the replacement's start is charged to the case."""
-    from harness import runner
-    from harness.case import load_case_source
-    from harness.records import Result
+    from graphsafe import runner
+    from graphsafe.case import load_case_source
+    from graphsafe.records import Result
 
     tag = f"spare{cores}"  # case names of their own per run: both runs register into this process
     case_file = tmp_path / f"{tag}_cases.py"
@@ -302,7 +302,7 @@ def test_repro_prints_the_replay_table(tmp_path: Path) -> None:
 def test_jobs_default_and_caps(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """One worker per GPU by default; several may share a GPU up to MAX_WORKERS_PER_GPU and the core count;
     on cpu at most one per core; a request above the cap is lowered and says so."""
-    from harness.cli import MAX_WORKERS_PER_GPU, capped_jobs
+    from graphsafe.cli import MAX_WORKERS_PER_GPU, capped_jobs
 
     monkeypatch.setattr("os.cpu_count", lambda: 16)
     assert capped_jobs(None, "gpu", 2) == 2
@@ -323,8 +323,8 @@ def test_cases_start_longest_first_from_the_remembered_times(
 ) -> None:
     """A run's case seconds are remembered per backend in the cache folder; the next run starts the cases
     never timed first (in their order), then the rest longest first."""
-    from harness import Case
-    from harness.runner import case_seconds_history, longest_first, remember_case_seconds
+    from graphsafe import Case
+    from graphsafe.runner import case_seconds_history, longest_first, remember_case_seconds
 
     monkeypatch.setenv("GRAPHSAFE_CACHE_DIR", str(tmp_path))
     assert case_seconds_history("gpu") == {}
@@ -350,7 +350,7 @@ def test_cases_start_longest_first_from_the_remembered_times(
 EXCLUSIVE_CASES = textwrap.dedent(
     """
     import time
-    from harness import Case, register
+    from graphsafe import Case, register
 
     def make(seed, device):
         import torch
@@ -390,8 +390,8 @@ def test_cases_sharing_an_exclusive_name_never_overlap_and_others_run_beside_the
 
 
 def test_exclusive_must_be_a_name() -> None:
-    from harness import Case
-    from harness.errors import CaseError
+    from graphsafe import Case
+    from graphsafe.errors import CaseError
 
     with pytest.raises(CaseError, match=r"exclusive.*got 'two words'"):
         Case("x", lambda seed, device: {}, lambda: None, exclusive="two words")

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from harness.compare import compare, default_threshold, poison_values
+from graphsafe.compare import compare, default_threshold, poison_values
 
 
 def test_relative_error_matches_seed_formula() -> None:

@@ -26,7 +26,7 @@ def _rank_main(rank: int, init_file: str, out_dir: str, scenarios: list[list[int
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kernels import cpu_moe
+    from graphsafe.kernels import cpu_moe
 
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=WORLD)
     try:
@@ -86,7 +86,7 @@ def test_one_failing_rank_disables_all_and_all_passing_enable_all() -> None:
 
 
 def test_consensus_without_process_group_is_local() -> None:
-    from kernels import cpu_moe
+    from graphsafe.kernels import cpu_moe
 
     assert cpu_moe.consensus(True) and not cpu_moe.consensus(False)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness import REGISTRY, check
-from harness.suites import load_default_suites
+from graphsafe import REGISTRY, check
+from graphsafe.suites import load_default_suites
 
 load_default_suites()
 CONTROLS = {

@@ -1,7 +1,7 @@
 """Counterexample modules: each reproduces its public report on the cpu backend by one command, and the
 runner says so honestly (a module that reproduces nothing, or a line not as the report says, is not exit 0).
 
-The per-module runs go through `python -m harness repro` in a subprocess, as a user would; they use
+The per-module runs go through `graphsafe repro` in a subprocess, as a user would; they use
 `--no-isolate` (the cases run in that subprocess) to keep the suite short, and one test runs the default
 isolated path.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import reproduce
+from graphsafe import reproduce
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = REPO / "cases" / "counterexamples" / "_template.py"
@@ -26,9 +26,9 @@ MODULES = reproduce.counterexample_names()
 
 
 def harness(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(REPO))
+    env = dict(os.environ)
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "graphsafe", *args],
         cwd=cwd or REPO,
         env=env,
         capture_output=True,
@@ -116,7 +116,7 @@ def test_a_module_without_report_is_exit_2(tmp_path):
         textwrap.dedent(
             """
             import torch
-            from harness import Case, register
+            from graphsafe import Case, register
 
             register(Case(name="no_report.case", make_inputs=lambda s, d: {"x": torch.randn(4) + s},
                           op=lambda x: x * 2))

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import Case, check
-from harness.backends.cpu import CpuBackend, register_host_function_op
-from harness.errors import CaptureError, CaptureSyncError
+from graphsafe import Case, check
+from graphsafe.backends.cpu import CpuBackend, register_host_function_op
+from graphsafe.errors import CaptureError, CaptureSyncError
 
 
 def test_replay_recomputes_with_new_inputs_in_place() -> None:
@@ -92,7 +92,7 @@ def test_poisoned_allocation_restores_global_state() -> None:
         torch.are_deterministic_algorithms_enabled(),
         torch.utils.deterministic.fill_uninitialized_memory,
     )
-    from harness.poison import op_call_poisoning
+    from graphsafe.poison import op_call_poisoning
 
     with CpuBackend().poisoned_allocation(0x7F):
         assert torch.are_deterministic_algorithms_enabled()

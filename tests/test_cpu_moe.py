@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import Case, check
-from kernels import cpu_moe
-from kernels.common import quant
+from graphsafe import Case, check
+from graphsafe.kernels import cpu_moe
+from graphsafe.kernels.common import quant
 
 E, H, INTER, K = 4, 128, 64, 2
 
@@ -112,7 +112,7 @@ def test_cases_resolve_each_handshake_per_device() -> None:
     """Cases pick the executor from the inputs' device (registration precedes the backend choice). Expected:
     recorded -> explicit memop nodes, direct -> hostfn, unrecorded -> the unrecorded-memop fault on a GPU;
     GPU modes map back to their emulation on the CPU backend."""
-    from cases import cpu_moe as cases
+    from graphsafe.cases import cpu_moe as cases
 
     assert cases.resolve("recorded", "", "cuda") == ("memop", True, "")
     assert cases.resolve("direct", "", "cuda") == ("hostfn", False, "")
@@ -160,7 +160,7 @@ def _case(ex: cpu_moe.CpuMoeExecutor, name: str, expect: str = "pass") -> Case:
 
 
 def test_rebuilds_and_19_live_graphs_keep_executor_slots(banks: dict[str, cpu_moe.ExpertBank]) -> None:
-    """Method: harness.check with 3 rebuilds and 19 live graphs interleaved, on one executor's slot.
+    """Method: graphsafe.check with 3 rebuilds and 19 live graphs interleaved, on one executor's slot.
     Expected: pass, each rebuilt graph's error equal to eager's (slots and signals survive rebuilds)."""
     ex = cpu_moe.CpuMoeExecutor(banks["q4_0"], top_k=K, graph_sizes=(3,), mode="recorded")
     assert cpu_moe.probe_and_enable(ex).ok
@@ -251,7 +251,7 @@ def test_overlap_runs_the_gpu_part_while_the_cpu_computes(
     on, the GPU part starts before the CPU result exists and is recorded between the notify and wait ops;
     off, it starts after and is recorded after the copy back. A GPU part sitting anywhere else (or an overlap
     flag that changed nothing) fails one of the two."""
-    from harness.backends.cpu import CpuBackend
+    from graphsafe.backends.cpu import CpuBackend
 
     base = cpu_moe.make_shared_expert(H, INTER, seed=9)
     ex = _hybrid(banks["bf16"], overlap, shared=_WatchingShared(base.w13, base.w2))
@@ -283,7 +283,7 @@ def test_overlap_runs_the_gpu_part_while_the_cpu_computes(
 def test_hybrid_layer_replays_right_and_an_unrecorded_part_is_caught(
     overlap: bool, banks: dict[str, cpu_moe.ExpertBank]
 ) -> None:
-    """Method: harness.check on the CPU backend. Expected: the recorded hybrid layer passes with graph error
+    """Method: graphsafe.check on the CPU backend. Expected: the recorded hybrid layer passes with graph error
     equal to eager error on every replay; the unrecorded handshake (forced) is stale_replay although its GPU
     part replays fresh; a GPU part computed outside the recorder (as kernels on a non-capturing stream: the
     graph never sees them) is stale_replay too, so the cases would catch a GPU part that is not captured."""
@@ -334,8 +334,8 @@ def test_overlap_refusals_name_the_field(banks: dict[str, cpu_moe.ExpertBank]) -
 
 def test_overlap_cases_are_registered_for_both_orders() -> None:
     """Issue 6 asks for overlap on and off: the CPU backend's cases cover both, with the negative control."""
-    from cases import cpu_moe as cases  # noqa: F401
-    from harness import REGISTRY
+    from graphsafe import REGISTRY
+    from graphsafe.cases import cpu_moe as cases  # noqa: F401
 
     for mode, expect in (("recorded", "pass"), ("unrecorded", "stale_replay")):
         for order in ("off", "on"):

@@ -13,8 +13,8 @@ import types
 import pytest
 import torch
 
-from kernels.common import custom_ops
-from kernels.moe_combine import ops as combine_ops
+from graphsafe.kernels.common import custom_ops
+from graphsafe.kernels.moe_combine import ops as combine_ops
 
 _LIB = torch.library.Library("gs_custom_ops_test", "FRAGMENT")
 _LIB.define("noop(Tensor x) -> Tensor")  # defined, with no kernel at any key

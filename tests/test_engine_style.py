@@ -8,14 +8,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from harness import verdicts as V
-from harness.case import Case, load_case_source
-from harness.engine import step_seed, valid_rows
-from harness.errors import CaseError
-from harness.protocol import check
+from graphsafe import verdicts as V
+from graphsafe.case import Case, load_case_source
+from graphsafe.engine import step_seed, valid_rows
+from graphsafe.errors import CaseError
+from graphsafe.protocol import check
 
 # By module name, as the built-in suite imports it: loading the file by path would register its cases twice.
-ENGINE_CASES = {c.name: c for c in load_case_source("cases.engine_style")}
+ENGINE_CASES = {c.name: c for c in load_case_source("graphsafe.cases.engine_style")}
 
 
 @pytest.mark.parametrize("name", sorted(ENGINE_CASES))

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from harness import Case, check
-from harness.errors import CaseError
-from harness.reports.results import (
+from graphsafe import Case, check
+from graphsafe.errors import CaseError
+from graphsafe.reports.results import (
     NOTES_KEY,
     STATUS_KEY,
     ResultsWriter,
@@ -38,7 +38,7 @@ BASELINES = ROOT / "reports" / "baselines"
 CASE_HEADER = """\
 import os, signal, sys, threading, time
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 
 def make(seed, device):
     g = torch.Generator().manual_seed(seed)
@@ -51,14 +51,13 @@ def double(x):
 
 def _env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env.pop("OMP_NUM_THREADS", None)
     return env
 
 
 def harness(*args: str, timeout: float = 240, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
+        [sys.executable, "-m", "graphsafe", *args],
         capture_output=True,
         text=True,
         env=_env(),
@@ -67,7 +66,7 @@ def harness(*args: str, timeout: float = 240, cwd: Path | None = None) -> subpro
     )
 
 
-# `python -m harness` with Python's own SIGINT handler installed first. A process started as an asynchronous
+# `graphsafe` with Python's own SIGINT handler installed first. A process started as an asynchronous
 # command of a shell without job control (`(nohup bash -c '...' &)`) inherits SIGINT ignored, Python then keeps
 # it ignored, and a test that interrupts the harness would wait for a run that cannot hear it: seen on this
 # project's 2-core box with `bash .ci/run` started that way. The harness respects an ignored SIGINT (a nohup'd
@@ -337,7 +336,7 @@ def test_partial_last_record_is_dropped_with_a_note(tmp_path: Path) -> None:
     df = read_results(run)
     assert len(df) == complete and set(df["case"]) == {"t.one"}
     assert any("partial last record" in note for note in df.attrs[NOTES_KEY])
-    from harness.reports.markdown import render_summary
+    from graphsafe.reports.markdown import render_summary
 
     assert "partial last record" in render_summary(df, {})
 
@@ -348,7 +347,7 @@ def test_disk_full_keeps_written_rows_and_says_so(
     """The disk fills while the second case is written: half its text lands, then ENOSPC. The run stops with
     one line, exit 2; results.csv keeps the first case whole and drops the half record; the reports say
     the run is incomplete."""
-    from harness import cli
+    from graphsafe import cli
 
     cases = case_file(
         tmp_path, "for i in range(3):\n    register(Case(name=f't.disk{i}', make_inputs=make, op=double))\n"
@@ -472,9 +471,9 @@ def test_sigkill_of_the_parent_leaves_no_worker(tmp_path: Path) -> None:
 
 def test_worker_exits_when_its_parent_is_not_the_one_named() -> None:
     """The liveness check (every platform): a worker whose parent is gone exits with EXIT_PARENT_GONE."""
-    from harness.worker import EXIT_PARENT_GONE
+    from graphsafe.worker import EXIT_PARENT_GONE
 
-    code = "from harness.worker import die_with_parent; die_with_parent(1); import time; time.sleep(30)"
+    code = "from graphsafe.worker import die_with_parent; die_with_parent(1); import time; time.sleep(30)"
     proc = subprocess.run([sys.executable, "-c", code], env=_env(), timeout=60)
     assert proc.returncode == EXIT_PARENT_GONE
 
@@ -575,7 +574,7 @@ def test_b_inputs_are_made_when_used_not_all_held(monkeypatch: pytest.MonkeyPatc
     """Inputs past the check's store (protocol.KEEP_BYTES, set here below one input set) are made when used
     and dropped after: 20 replays hold a few input sets at once, not 21. Within the store, small inputs are
     kept for the second pattern instead: then all 21 are alive, and no more (each made once)."""
-    from harness import protocol
+    from graphsafe import protocol
 
     held: list[int] = []
 
@@ -649,7 +648,7 @@ def test_output_cut_short_is_quiet(tmp_path: Path) -> None:
     env = _env()
     for args in (["list", "--case", str(cases)], ["report", "nightly", str(run)]):
         # `true` exits without reading: every write after it meets a closed pipe.
-        command = " ".join([sys.executable, "-m", "harness", *args]) + " | true"
+        command = " ".join([sys.executable, "-m", "graphsafe", *args]) + " | true"
         proc = subprocess.run(
             ["bash", "-c", command], capture_output=True, text=True, env=env, timeout=240, cwd=ROOT
         )
@@ -664,8 +663,8 @@ def test_case_names_outside_the_alphabet_are_definition_errors() -> None:
 
 
 def test_built_in_suite_names_fit_the_alphabet() -> None:
-    from harness.case import CASE_NAME
-    from harness.suites import load_default_suites
+    from graphsafe.case import CASE_NAME
+    from graphsafe.suites import load_default_suites
 
     names = [case.name for case in load_default_suites()]
     assert names and all(CASE_NAME.fullmatch(n) for n in names)

@@ -16,8 +16,8 @@ import gc
 import pytest
 import torch
 
-from harness.backends.gpu import _Lifetime, classify_capture_failure, flatten_outputs, lifetime_state
-from harness.errors import CaptureError, CaptureSyncError
+from graphsafe.backends.gpu import _Lifetime, classify_capture_failure, flatten_outputs, lifetime_state
+from graphsafe.errors import CaptureError, CaptureSyncError
 
 gpu = pytest.mark.gpu
 
@@ -83,7 +83,7 @@ def _pool_contexts_closed_after_each_test(request):  # type: ignore[no-untyped-d
 def test_collector_pause_nests_and_restores_the_collectors_state() -> None:
     """Method: open two pause windows inside each other, once with the collector on and once with it off.
     Expected: off inside both, back on only after the outer one closes; left off when it was off before."""
-    from harness.backends.gpu import _CollectorPause
+    from graphsafe.backends.gpu import _CollectorPause
 
     pause = _CollectorPause()
     was = gc.isenabled()
@@ -105,7 +105,7 @@ def test_collector_pause_nests_and_restores_the_collectors_state() -> None:
 
 @pytest.fixture(scope="module")
 def backend():  # type: ignore[no-untyped-def]
-    from harness.backends.gpu import GpuBackend
+    from graphsafe.backends.gpu import GpuBackend
 
     return GpuBackend()
 
@@ -218,7 +218,7 @@ def test_op_error_under_capture_is_capture_error(backend) -> None:  # type: igno
 def test_poisoning_allocator_fills_fresh_blocks(backend, pattern: int) -> None:  # type: ignore[no-untyped-def]
     """Method: allocate a fresh tensor inside the scope and read its bytes back without fill_uninitialized_memory
     (torch.empty with the fill off). Expected: every byte equals the pattern; the allocator ran."""
-    from harness.backends.gpu import GpuBackend
+    from graphsafe.backends.gpu import GpuBackend
 
     stats = GpuBackend.poison_stats()
     assert stats, f"poisoning allocator not loaded: {backend.describe()}"
@@ -235,7 +235,7 @@ def test_reused_segments_hold_the_new_scopes_pattern(backend) -> None:  # type: 
     """Method: write zeros into a fresh 3 MiB block under 0xFF, end the scope (its pool is destroyed and the
     allocator keeps the segment), then allocate the same size under 0x7F with torch's fill off. Expected: the
     segment was reused (the allocator's count) and every byte is 0x7F, not the zeros the last owner wrote."""
-    from harness.backends.gpu import GpuBackend
+    from graphsafe.backends.gpu import GpuBackend
 
     with backend.poisoned_allocation(0xFF):
         first = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
@@ -257,7 +257,7 @@ def test_empty_results_hold_the_scopes_byte_pattern(backend, pattern: int) -> No
     """Method: torch.empty in a call of the op (op_call_poisoning, as the protocol calls it) inside the scope,
     fill_uninitialized_memory on as in the protocol. Expected: the bytes are the scope's pattern (torch's fill
     alone would give NaN under both), eagerly and in a graph."""
-    from harness.poison import op_call_poisoning
+    from graphsafe.poison import op_call_poisoning
 
     x = torch.ones(256, device="cuda")
 
@@ -280,8 +280,8 @@ def test_empty_results_hold_the_scopes_byte_pattern(backend, pattern: int) -> No
 @gpu
 def test_nan_masking_control_is_caught_on_the_gpu() -> None:
     """The fmax control of cases/trust_controls.py: NaN poisoning alone cannot see its unwritten buffer."""
-    import cases.trust_controls  # noqa: F401  (registers the controls)
-    from harness import REGISTRY, check
+    import graphsafe.cases.trust_controls  # noqa: F401  (registers the controls)
+    from graphsafe import REGISTRY, check
 
     assert check(REGISTRY.get("control_unwritten_hidden_by_fmax"), "gpu").verdict == "uninitialized"
     assert check(REGISTRY.get("fixed_fmax_with_initialised"), "gpu").verdict == "pass"
@@ -396,7 +396,7 @@ def test_collection_inside_a_capture_cannot_invalidate_it(backend, monkeypatch) 
     the backend with its collector pause replaced by nothing gets capture_sync, for a sync the op never made
     (the mechanism of a flake seen once in the GPU tests). Expected: with the pause the capture ends and
     replays right; the garbage goes after the capture."""
-    import harness.backends.gpu as gpu_backend
+    import graphsafe.backends.gpu as gpu_backend
 
     x = torch.ones(1024, device="cuda")
 

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _state() -> str:
-    from harness.backends.gpu import lifetime_state
+    from graphsafe.backends.gpu import lifetime_state
 
     s = lifetime_state()
     forbidden = f" FORBIDDEN({s['frees_forbidden']})" if s["frees_forbidden"] else ""
@@ -35,8 +35,8 @@ def _state() -> str:
 
 
 def test_gpu_backend_lifetime_sequence() -> None:
-    from harness.backends import get_backend
-    from harness.errors import CaptureError, CaptureSyncError
+    from graphsafe.backends import get_backend
+    from graphsafe.errors import CaptureError, CaptureSyncError
 
     be = get_backend("gpu")
     print(f"INFO {be.describe()}", flush=True)
@@ -171,7 +171,7 @@ def test_gpu_backend_lifetime_sequence() -> None:
         return f"kernel graph node kinds {kinds}"
 
     def node_kinds_memop() -> str:
-        from kernels.platform.ops import memop_capture_probe
+        from graphsafe.kernels.platform.ops import memop_capture_probe
 
         probe = memop_capture_probe()
         assert "node_kinds_error" not in probe, probe
@@ -181,13 +181,13 @@ def test_gpu_backend_lifetime_sequence() -> None:
         return f"memop graph {probe}"
 
     def protocol_one_case() -> str:
-        from cases.platform._shared import affine_reference, vector_inputs
-        from harness import Case, check
+        from graphsafe import Case, check
+        from graphsafe.cases.platform._shared import affine_reference, vector_inputs
 
         case = Case("smoke_affine", vector_inputs, lambda x: x * 2 + 1, affine_reference, rebuilds=5)
         result = check(case, be)
         assert result.verdict == "pass", (result.verdict, result.detail)
-        return f"harness.check with 5 rebuilds: {result.verdict}, {len(result.rows)} rows"
+        return f"graphsafe.check with 5 rebuilds: {result.verdict}, {len(result.rows)} rows"
 
     step("capture ok", capture_ok)
     step("capture_sync then next capture ok", capture_sync_then_capture)

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import torch
 
-from harness import Case, check
-from harness.native import graph_node_kinds
-from kernels import cpu_moe
+from graphsafe import Case, check
+from graphsafe.kernels import cpu_moe
+from graphsafe.native import graph_node_kinds
 
 E, H, INTER, K, T = 4, 128, 64, 2, 3
 
@@ -223,8 +223,8 @@ def _host_fns() -> dict[str, Any]:
     device; neither function calls the GPU API), callable through ctypes."""
     if shutil.which("nvcc") is None:
         pytest.skip("nvcc not installed: handshake.hip's host functions are not built")
-    from kernels.common import native
-    from kernels.cpu_moe.settings import FAMILY_DIR
+    from graphsafe.kernels.common import native
+    from graphsafe.kernels.cpu_moe.settings import FAMILY_DIR
 
     hs = native.build(FAMILY_DIR, "handshake", "cuda", arch="sm_90")
     return {name: _HOST_FN(addr) for name, addr in hs.host_fns().items()}

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from harness.reports import fingerprint
-from harness.reports.html import LogScale, decades, render_html, write_html
-from harness.reports.results import COLUMNS, read_results
+from graphsafe.reports import fingerprint
+from graphsafe.reports.html import LogScale, decades, render_html, write_html
+from graphsafe.reports.results import COLUMNS, read_results
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "headless_shell")
 PLATFORM_CASES = ("platform.node_kinds", "platform.live_graphs")
@@ -171,7 +171,7 @@ def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> N
     assert "<th>cpu</th>" in conformance.group(0)  # one column per platform
     caught = re.search(r'<tr class="caught"[^>]*>.*?neg\.stale_copy.*?</tr>', dom_text, re.S)
     assert caught is not None and "caught: expected stale_replay" in caught.group(0)
-    assert "python -m harness repro moe.bf16_main --seed 4242 --backend cpu" in text
+    assert "graphsafe repro moe.bf16_main --seed 4242 --backend cpu" in text
     # Per-replay plots only where they say something: the 2 failures with replays and the near-threshold case.
     assert dom.tags.get("svg", 0) == 1 + 3  # the error/threshold plot + 3 series
     assert "Close to the threshold (1)" in text and "moe.near" in dom_text
@@ -275,7 +275,7 @@ def make_inputs(seed, device):
 """
 _RUNTIME_NODES = """
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 from {suite}.platform._shared import make_inputs
 
 register(Case(name="{suite}_copy_ok", make_inputs=make_inputs, op=lambda x: x * 2.0,
@@ -294,10 +294,10 @@ def test_platform_family_is_the_registering_module_and_fills_the_grid(
     the H200) leaves the conformance grid, which keeps families starting with `platform`, empty.
     Expected: family `platform.runtime_nodes` (suite prefix dropped), an explicit family kept, and the grid
     holding exactly the platform case; an unregistered case falls back to its make_inputs module's family."""
-    from harness.case import Case
-    from harness.protocol import check
-    from harness.reports.results import ResultsWriter
-    from harness.suites import load_suites
+    from graphsafe.case import Case
+    from graphsafe.protocol import check
+    from graphsafe.reports.results import ResultsWriter
+    from graphsafe.suites import load_suites
 
     suite = "gs_synthetic_suite"
     package = tmp_path / suite / "platform"
@@ -332,8 +332,8 @@ def test_platform_family_is_the_registering_module_and_fills_the_grid(
 def test_builtin_platform_cases_get_platform_families() -> None:
     """Method: load the built-in suite on a GPU (the platform cases register only there).
     Expected: every case registered under cases/platform/ has a family `platform.<module>`, never `_shared`."""
-    from harness.case import REGISTRY
-    from harness.suites import load_default_suites
+    from graphsafe.case import REGISTRY
+    from graphsafe.suites import load_default_suites
 
     platform = [c for c in load_default_suites() if ".platform." in REGISTRY.origin(c.name)]
     assert platform, "no platform case registered on this GPU"

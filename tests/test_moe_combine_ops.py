@@ -2,7 +2,7 @@
 
 Methods: opcheck on CPU; bitwise comparison with the independent torch f32 oracle; the portable sigmoid's
 accuracy; refusals in Python and in C++ (null pointers prove nothing is read); a Hypothesis shape sweep
-through harness.check; the vllm.cpp#509 counterexamples get their verdicts; GPU bitwise parity (marked gpu).
+through graphsafe.check; the vllm.cpp#509 counterexamples get their verdicts; GPU bitwise parity (marked gpu).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
-from harness import Case, check
-from kernels.common import native
-from kernels.moe_combine import ops, reference
+from graphsafe import Case, check
+from graphsafe.kernels.common import native
+from graphsafe.kernels.moe_combine import ops, reference
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -123,10 +123,10 @@ def test_importing_ops_builds_nothing():
     import subprocess
     import sys
 
-    code = "import kernels.moe_combine.ops, kernels.common.native as n; print(n.load.cache_info().misses)"
+    code = "import graphsafe.kernels.moe_combine.ops, graphsafe.kernels.common.native as n; print(n.load.cache_info().misses)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["0"]
-    assert importlib.import_module("kernels.moe_combine.ops") is ops
+    assert importlib.import_module("graphsafe.kernels.moe_combine.ops") is ops
 
 
 @given(
@@ -141,9 +141,9 @@ def test_importing_ops_builds_nothing():
 @example(T=7, K=1, H=129, mix="prod", scale=0.7, seed=1)
 @example(T=3, K=8, H=127, mix="f32", scale=0.7, seed=2)
 def test_shape_sweep_through_harness(T, K, H, mix, scale, seed):
-    """Method: a generated case through harness.check on the cpu backend, bitwise vs the torch f32 oracle.
+    """Method: a generated case through graphsafe.check on the cpu backend, bitwise vs the torch f32 oracle.
     Failing examples print the note below; replay with @example(...) of those values."""
-    from cases.moe_combine import MIXES, combine_op, make_inputs_factory
+    from graphsafe.cases.moe_combine import MIXES, combine_op, make_inputs_factory
 
     m = {x.name: x for x in MIXES}[mix]
     note(f"replay: @example(T={T}, K={K}, H={H}, mix={mix!r}, scale={scale}, seed={seed})")
@@ -165,7 +165,7 @@ def test_shape_sweep_through_harness(T, K, H, mix, scale, seed):
 
 def test_counterexamples_get_their_verdicts():
     """The #509 pairs: fixed ones refused/pass, buggy ones caught, the f32-only case misses the bf16 defect."""
-    import cases.counterexamples.moe_combine_vllm_cpp_509 as cx
+    import graphsafe.cases.counterexamples.moe_combine_vllm_cpp_509 as cx
 
     verdicts = {c.name: check(c, backend="cpu").verdict for c in cx.CASES}
     assert verdicts == {c.name: c.expect for c in cx.CASES}
@@ -184,8 +184,8 @@ def test_nvcc_builds_full_module_for_sm90():
 
 _KEYS_SCRIPT = """
 import torch
-from kernels.common import native
-from kernels.moe_combine import ops
+from graphsafe.kernels.common import native
+from graphsafe.kernels.moe_combine import ops
 def keys():
     return [torch._C._dispatch_has_kernel_for_dispatch_key("graphsafe::moe_combine", k) for k in ("CPU", "CUDA")]
 native.build(ops.FAMILY_DIR, "moe_combine", "cuda", arch="sm_90").register_dispatch()

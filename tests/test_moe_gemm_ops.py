@@ -13,10 +13,10 @@ import sys
 import pytest
 import torch
 
-from harness import check
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as mo
-from kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe import check
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as mo
+from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
 
 MOE_GEMM_SOURCE = pathlib.Path(mo.FAMILY_DIR) / "moe_gemm.hip"
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -601,7 +601,7 @@ def test_built_for_tells_the_sm90a_build_from_plain_sm90(tmp_path):
 # pytest with the arguments it was given.
 _SM90_CHILD = (
     "import pathlib, sys, pytest\n"
-    "from kernels.moe_gemm import ops\n"
+    "from graphsafe.kernels.moe_gemm import ops\n"
     "print('build log:', pathlib.Path(ops.gpu_module().__file__).with_name('build.log'), flush=True)\n"
     "sys.exit(pytest.main(sys.argv[1:]))\n"
 )
@@ -708,7 +708,7 @@ def test_gpu_kernel_launches_per_call(fmt, block_m, k, launches):
     """Each launch costs the host a few microseconds per eager call (bench/moe_gemm.py, host_us). Method: capture
     one call with uncovered rows (so the zero-fill runs) and count the graph's kernel nodes. Expected: the table
     above, and no node of another kind (no memset: the zero-fill is a kernel's work)."""
-    from harness.native import graph_node_kinds
+    from graphsafe.native import graph_node_kinds
 
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the launch counts are stated for the sm_90a build (H100 / H200)")
@@ -782,7 +782,7 @@ def test_weight_copy_counterexample_reports_bytes_and_time():
     """Method: aiter PR #5831's per-call weight copy at a small CPU shape. Expected: the copying path's output
     is bitwise the view path's (the copy is pure overhead), bytes and times are reported (no timing assert),
     and both wrappers are registered cases that pass (the copy is graph-safe; its cost is not a verdict)."""
-    from cases.counterexamples import moe_gemm_weight_copy as cx
+    from graphsafe.cases.counterexamples import moe_gemm_weight_copy as cx
 
     report = cx.measure_weight_copy(4, 64, 256, 2, torch.device("cpu"), iters=2)
     assert report["bitwise_equal"]

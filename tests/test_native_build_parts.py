@@ -20,8 +20,8 @@ import textwrap
 import pytest
 import torch
 
-from harness.native import build
-from kernels.common import native
+from graphsafe.kernels.common import native
+from graphsafe.native import build
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
@@ -95,7 +95,7 @@ def _cpu_family(family: pathlib.Path) -> None:
 def _values_in_a_fresh_process(family: pathlib.Path) -> int:
     """One process per build: a process that imported gs_tiny_cpu keeps it (CPython imports an extension
     module's name once), so each edit is read back by its own interpreter."""
-    code = f"from kernels.common import native; print(native.build({str(family)!r}, 'tiny', 'cpu').values())"
+    code = f"from graphsafe.kernels.common import native; print(native.build({str(family)!r}, 'tiny', 'cpu').values())"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     return int(done.stdout)

@@ -16,8 +16,8 @@ import sys
 import pytest
 import torch
 
-from harness import REGISTRY, check
-from harness.suites import load_default_suites
+from graphsafe import REGISTRY, check
+from graphsafe.suites import load_default_suites
 
 pytestmark = pytest.mark.gpu
 
@@ -31,7 +31,7 @@ def _platform_case_names(process_killing: bool) -> list[str]:
     return sorted(
         c.name
         for c in REGISTRY.cases()
-        if REGISTRY.origin(c.name).startswith("cases.platform")
+        if REGISTRY.origin(c.name).startswith("graphsafe.cases.platform")
         and (c.expect in PROCESS_KILLING_VERDICTS) == process_killing
     )
 
@@ -42,7 +42,7 @@ def _pool_contexts_closed_after_each_test():  # type: ignore[no-untyped-def]
     fail the test that did it instead."""
     yield
     if torch.cuda.is_available():
-        from harness.backends.gpu import lifetime_state
+        from graphsafe.backends.gpu import lifetime_state
 
         state = lifetime_state()
         assert state["open"] == 0 and not state["frees_forbidden"], state
@@ -51,7 +51,7 @@ def _pool_contexts_closed_after_each_test():  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("name", _platform_case_names(process_killing=False))
 def test_platform_case_gets_expected_verdict(name: str) -> None:
-    """Method: harness.check on the gpu backend (stress comes from the case's own rebuilds/live_graphs).
+    """Method: graphsafe.check on the gpu backend (stress comes from the case's own rebuilds/live_graphs).
     Expected: case.expect."""
     case = REGISTRY.get(name)
     result = check(case, backend="gpu")
@@ -63,7 +63,7 @@ def test_platform_case_gets_expected_verdict(name: str) -> None:
 def test_memops_are_graph_nodes_not_run_during_capture() -> None:
     """Method: capture the memop handshake, inspect node kinds and the flag before replay. Expected: >= 3
     batch_mem_op nodes (write, wait, write), flag still 0 after capture, replay right, flag 0 again after."""
-    from kernels.platform.ops import memop_capture_probe
+    from graphsafe.kernels.platform.ops import memop_capture_probe
 
     probe = memop_capture_probe()
     kinds = probe["node_kinds"]
@@ -75,8 +75,8 @@ def test_memops_are_graph_nodes_not_run_during_capture() -> None:
 
 def test_host_function_and_copy_node_kinds() -> None:
     """Method: capture host_affine through the backend. Expected: one host node and >= 2 memcpy nodes."""
-    from harness.backends import get_backend
-    from kernels.platform import ops as P
+    from graphsafe.backends import get_backend
+    from graphsafe.kernels.platform import ops as P
 
     be = get_backend("gpu")
     x = torch.randn(4096, device="cuda")
@@ -89,8 +89,8 @@ def test_host_function_and_copy_node_kinds() -> None:
 
 _CHILD = """
 import sys
-from harness import REGISTRY, check
-from harness.suites import load_default_suites
+from graphsafe import REGISTRY, check
+from graphsafe.suites import load_default_suites
 load_default_suites()
 result = check(REGISTRY.get(sys.argv[1]), backend="gpu")
 print("VERDICT", result.verdict, result.detail)

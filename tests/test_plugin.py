@@ -3,9 +3,8 @@ process in a temporary repository with a case file of its own.
 
 The case file holds a correct op, its negative control (a Python-side cache, frozen at input A: expects and
 gets `stale_replay`), the same buggy op claiming `pass` (must fail, with the summary's text), and a case that
-requires an sm_90 GPU (must skip with the reason). Inner runs block an installed copy's entry point and load
-the checkout's plugin explicitly, so they test this tree whatever is installed; tests/test_install.py covers
-the installed entry point.
+requires an sm_90 GPU (must skip with the reason). Inner runs load the plugin through its pytest11 entry point,
+which `make setup`'s editable install points at this checkout; tests/test_install.py covers a wheel's.
 """
 
 from __future__ import annotations
@@ -20,13 +19,13 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from harness import pytest_plugin
+from graphsafe import pytest_plugin
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 CASE_FILE = """
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 
 
 def make_inputs(seed, device):
@@ -59,9 +58,9 @@ def _user_repo(tmp_path: Path, case_file_name: str = "my_cases.py") -> Path:
 
 
 def _pytest(repo: Path, *args: str, import_root: Path | None = None) -> subprocess.CompletedProcess[str]:
-    """pytest in `repo` with the checkout's plugin; `import_root` goes on PYTHONPATH too (module sources)."""
+    """pytest in `repo` with graphsafe's plugin (its entry point: the editable install serves this checkout); `import_root` goes on PYTHONPATH too (module sources)."""
     env = dict(os.environ)
-    roots = [str(REPO_ROOT), str(import_root or ""), env.get("PYTHONPATH", "")]
+    roots = [str(import_root or ""), env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(filter(None, roots))
     env.pop("PYTEST_XDIST_WORKER", None)  # the inner session is not a worker of the outer one
     env.pop("PYTEST_XDIST_WORKER_COUNT", None)
@@ -69,10 +68,6 @@ def _pytest(repo: Path, *args: str, import_root: Path | None = None) -> subproce
         sys.executable,
         "-m",
         "pytest",
-        "-p",
-        "no:graphsafe.pytest_plugin",
-        "-p",
-        "harness.pytest_plugin",
     ]
     command += ["-p", "no:cacheprovider", "--graph-backend", "cpu", *args]
     return subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
@@ -156,8 +151,8 @@ def test_cli_k_takes_pytest_expressions_over_names_and_families() -> None:
     expression is a ValueError naming it."""
     import torch
 
-    from harness import Case
-    from harness.selection import compile_selector
+    from graphsafe import Case
+    from graphsafe.selection import compile_selector
 
     def make_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
         return {"x": torch.full((4,), float(seed), device=device)}
@@ -182,7 +177,7 @@ def test_cli_k_takes_pytest_expressions_over_names_and_families() -> None:
 
 
 def test_cpu_requirement_is_met_by_the_cpu_backend_only() -> None:
-    from harness.requirements import unmet, validate
+    from graphsafe.requirements import unmet, validate
 
     assert validate("t", ("cpu",)) == ("cpu",)
     assert unmet(("cpu",), "cpu") is None
@@ -190,13 +185,12 @@ def test_cpu_requirement_is_met_by_the_cpu_backend_only() -> None:
 
 
 def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
-    """Method: `python -m harness verify --backend cpu` on the case file's fix and its sm_90 case. Expected: the
+    """Method: `graphsafe verify --backend cpu` on the case file's fix and its sm_90 case. Expected: the
     sm_90 case is named as skipped with its reason on stderr and is absent from results.csv; the fix runs."""
     repo = _user_repo(tmp_path)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     report = tmp_path / "report"
-    command = [sys.executable, "-m", "harness", "verify", "--backend", "cpu", "--case", "my_cases.py"]
+    command = [sys.executable, "-m", "graphsafe", "verify", "--backend", "cpu", "--case", "my_cases.py"]
     command += ["-k", "scale_fixed or needs_h100", "--report-dir", str(report)]
     run = subprocess.run(command, cwd=repo, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout + run.stderr
@@ -212,7 +206,7 @@ def test_module_source_and_a_crash_control_run_in_a_worker_process(tmp_path: Pat
     (repo / "userpkg").mkdir(parents=True)
     (repo / "userpkg" / "__init__.py").write_text("")
     (repo / "userpkg" / "crashy.py").write_text(
-        "import os\nimport torch\nfrom harness import Case, register\n\n\n"
+        "import os\nimport torch\nfrom graphsafe import Case, register\n\n\n"
         "def make_inputs(seed, device):\n"
         "    return {'x': torch.randn(8, generator=torch.Generator().manual_seed(seed)).to(device)}\n\n\n"
         "def abort_op(x):\n    os.abort()\n\n\n"

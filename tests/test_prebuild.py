@@ -1,4 +1,4 @@
-"""Builds run ahead of the first case (harness.native.build.plan / planned / prebuild) and their progress lines.
+"""Builds run ahead of the first case (graphsafe.native.build.plan / planned / prebuild) and their progress lines.
 
 Method: fake builds (no compiler) that only finish when all of them have started (a barrier), so a serial
 prebuild would fail the test instead of passing slowly; a failing build is reported, not raised; `planned`
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.native import build
-from harness.progress import BuildProgress
+from graphsafe.native import build
+from graphsafe.progress import BuildProgress
 
 
 @pytest.fixture(autouse=True)

@@ -7,8 +7,8 @@ import functools
 import pytest
 import torch
 
-from harness import Case, CaseError, FallbackEager, check
-from harness.protocol import seeds
+from graphsafe import Case, CaseError, FallbackEager, check
+from graphsafe.protocol import seeds
 
 
 def _inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -103,8 +103,8 @@ def test_rebuilds_and_live_graphs_pass_for_a_correct_op() -> None:
 def test_live_graphs_catch_outputs_shared_between_graphs() -> None:
     """Failure scenario: every graph of one shape returns the same cached buffer. Plain replays pass (each is
     read at once); only the live-graph stress, which replays all graphs before reading any, sees it."""
-    from harness import REGISTRY
-    from harness.suites import load_default_suites
+    from graphsafe import REGISTRY
+    from graphsafe.suites import load_default_suites
 
     load_default_suites()
     control = REGISTRY.get("control_output_shared_across_live_graphs")
@@ -196,8 +196,8 @@ def test_device_memory_growth_over_rebuilds_is_capture_error() -> None:
     """Negative control of the rebuild growth bound: a backend whose every capture keeps 65 MiB, past the
     64 MiB REBUILD_GROWTH_BOUND_BYTES. Expected: capture_error naming the growth. The CPU backend measures no
     memory, so the leak is simulated in its accounting."""
-    from harness.backends.cpu import CpuBackend
-    from harness.protocol import REBUILD_GROWTH_BOUND_BYTES
+    from graphsafe.backends.cpu import CpuBackend
+    from graphsafe.protocol import REBUILD_GROWTH_BOUND_BYTES
 
     class LeakingBackend(CpuBackend):
         def __init__(self) -> None:
@@ -239,7 +239,7 @@ def test_integer_outputs_stay_bit_exact_under_a_float_tolerance() -> None:
 def _refuse_under_capture_as_its_own_cause(x: torch.Tensor) -> torch.Tensor:
     """The platform refusal control's shape: an op raises CaptureError under capture, and a backend that
     re-raises an already-classified error with `raise err from err` makes it its own cause."""
-    from harness import CaptureError, is_capturing
+    from graphsafe import CaptureError, is_capturing
 
     if is_capturing():
         err = CaptureError("hipLaunchHostFunc returned hipErrorNotSupported (refused under stream capture)")
@@ -251,7 +251,7 @@ def _refuse_under_capture_as_its_own_cause(x: torch.Tensor) -> torch.Tensor:
 def test_an_exception_that_is_its_own_cause_still_gets_a_verdict() -> None:
     import threading
 
-    from harness.errors import exception_chain
+    from graphsafe.errors import exception_chain
 
     looped = RuntimeError("loop")
     looped.__cause__ = looped
@@ -275,7 +275,7 @@ def test_an_exception_that_is_its_own_cause_still_gets_a_verdict() -> None:
 def test_inputs_and_references_are_made_once_per_check(monkeypatch: pytest.MonkeyPatch) -> None:
     """Both patterns use the same seeds, so a small case's inputs (A and each B) and its reference on each B are
     made once per check; past KEEP_BYTES they are made per pattern again, and the verdict is the same."""
-    from harness import protocol
+    from graphsafe import protocol
 
     made: list[int] = []
     referenced: list[float] = []

@@ -11,7 +11,7 @@ import math
 import pytest
 import torch
 
-from kernels.common import quant as q
+from graphsafe.kernels.common import quant as q
 
 # fmt -> (min cosine, max relative error, why the max relative error bound holds)
 ROUND_TRIP_BOUNDS = {

@@ -13,16 +13,20 @@ import warnings
 
 import pytest
 
-import cases.real_world as real_world
-from harness import REGISTRY, check
-from harness.requirements import unmet
+import graphsafe.cases.real_world as real_world
+from graphsafe import REGISTRY, check
+from graphsafe.requirements import unmet
 
-MODULES = sorted(info.name for info in pkgutil.iter_modules(real_world.__path__, prefix="cases.real_world."))
+MODULES = sorted(
+    info.name for info in pkgutil.iter_modules(real_world.__path__, prefix="graphsafe.cases.real_world.")
+)
 for _module in MODULES:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", real_world.RealWorldSkipWarning)  # reported by the tests below
         importlib.import_module(_module)
-CASES = [c.name for c in REGISTRY.cases() if REGISTRY.origin(c.name).startswith("cases.real_world.")]
+CASES = [
+    c.name for c in REGISTRY.cases() if REGISTRY.origin(c.name).startswith("graphsafe.cases.real_world.")
+]
 
 
 @pytest.mark.parametrize("module", MODULES)
@@ -57,11 +61,11 @@ def test_both_directions_are_covered() -> None:
 def test_a_missing_library_is_skipped_with_its_reason(probe: str) -> None:
     name = "graphsafe_no_such_library_for_the_test"
     with pytest.warns(real_world.RealWorldSkipWarning, match=name):
-        assert not getattr(real_world, probe)(name, "cases.real_world.test_probe")
+        assert not getattr(real_world, probe)(name, "graphsafe.cases.real_world.test_probe")
     try:
-        assert name in real_world.SKIPPED["cases.real_world.test_probe"]
+        assert name in real_world.SKIPPED["graphsafe.cases.real_world.test_probe"]
     finally:
-        del real_world.SKIPPED["cases.real_world.test_probe"]
+        del real_world.SKIPPED["graphsafe.cases.real_world.test_probe"]
 
 
 def test_a_library_lacking_a_feature_is_skipped_naming_its_version() -> None:
@@ -72,19 +76,19 @@ def test_a_library_lacking_a_feature_is_skipped_naming_its_version() -> None:
     old = types.ModuleType("oldlib")
     old.__version__ = "0.1"  # type: ignore[attr-defined]
     with pytest.warns(real_world.RealWorldSkipWarning, match=r"oldlib 0\.1 has no Layer\.crop"):
-        real_world.lacks_feature("cases.real_world.test_probe", old, "Layer.crop")
+        real_world.lacks_feature("graphsafe.cases.real_world.test_probe", old, "Layer.crop")
     try:
-        assert "oldlib 0.1 has no Layer.crop" in real_world.SKIPPED["cases.real_world.test_probe"]
+        assert "oldlib 0.1 has no Layer.crop" in real_world.SKIPPED["graphsafe.cases.real_world.test_probe"]
     finally:
-        del real_world.SKIPPED["cases.real_world.test_probe"]
+        del real_world.SKIPPED["graphsafe.cases.real_world.test_probe"]
 
 
 def test_an_installed_library_is_found_without_importing_it() -> None:
     import sys
 
     assert "this" not in sys.modules  # the standard library's Zen, which nothing here imports
-    assert real_world.installed_library("this", "cases.real_world.test_probe")
-    assert "this" not in sys.modules and "cases.real_world.test_probe" not in real_world.SKIPPED
+    assert real_world.installed_library("this", "graphsafe.cases.real_world.test_probe")
+    assert "this" not in sys.modules and "graphsafe.cases.real_world.test_probe" not in real_world.SKIPPED
 
 
 @pytest.mark.parametrize("part", sorted(k for k in real_world.SKIPPED if ":" in k) or ["(none)"])

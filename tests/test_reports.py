@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.progress import Progress, format_eta
-from harness.reports import fingerprint, results, tables
-from harness.reports.markdown import render_summary
-from harness.reports.results import COLUMNS, read_results
+from graphsafe.progress import Progress, format_eta
+from graphsafe.reports import fingerprint, results, tables
+from graphsafe.reports.markdown import render_summary
+from graphsafe.reports.results import COLUMNS, read_results
 
 
 def case_rows(
@@ -165,8 +165,8 @@ def test_summary_puts_failures_first_with_repro_commands(run_dir: Path) -> None:
         assert failures_at < text.index(failing) < passing_at
     for passing in ("moe.bf16_fixed", "neg.stale_copy", "platform.node_kinds"):
         assert text.index(passing) > passing_at
-    assert "`python -m harness repro moe.bf16_main --seed 4242 --backend cpu`" in text
-    assert "`python -m harness repro gemm.poisoned_tail --seed 1234 --backend cpu`" in text
+    assert "`graphsafe repro moe.bf16_main --seed 4242 --backend cpu`" in text
+    assert "`graphsafe repro gemm.poisoned_tail --seed 1234 --backend cpu`" in text
     assert "repro moe.bf16_fixed" not in text
 
 
@@ -345,6 +345,6 @@ def test_repro_command_reloads_user_case_files(run_dir: Path) -> None:
     fp = FP | {tables.CASE_SOURCES_KEY: "'my cases.py' cases.moe"}
     text = render_summary(read_results(run_dir), fp)
     assert (
-        "`python -m harness repro moe.bf16_main --case 'my cases.py' --case cases.moe --seed 4242 --backend cpu`"
+        "`graphsafe repro moe.bf16_main --case 'my cases.py' --case cases.moe --seed 4242 --backend cpu`"
         in text
     )

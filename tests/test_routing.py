@@ -8,8 +8,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-import harness
-from kernels.common import routing as r
+import graphsafe
+from graphsafe.kernels.common import routing as r
 
 RAGGED = [0, 7, 64, 1, 100, 0, 84, 0]  # aiter#5831's ragged groups, zero-token experts included
 BLOCK_MS = (1, 4, 16, 32, 64, 128)
@@ -124,14 +124,14 @@ def _harness_verdict(builder):
         sizes[seed % 8] = 0  # a zero-token expert, different per seed
         return {"group_sizes": sizes.to(device)}
 
-    case = harness.Case(
+    case = graphsafe.Case(
         name=f"routing_{builder.__name__}",
         make_inputs=make_inputs,
         op=lambda group_sizes: builder(group_sizes, 8 * 40, 16),
         reference=lambda group_sizes: r.block_map_from_group_sizes(group_sizes, 8 * 40, 16),
         expect="pass",
     )
-    return harness.check(case, backend="cpu").verdict
+    return graphsafe.check(case, backend="cpu").verdict
 
 
 def test_sync_free_builder_replays_under_the_cpu_graph_backend():

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness import scan as scan_module
-from harness.compare import compare, poison_values
-from harness.poison import BytePatternMode, deterministic_fill
-from harness.scan import CPU_CHUNK_ELEMENTS, _exact, count_unwritten, scan
+from graphsafe import scan as scan_module
+from graphsafe.compare import compare, poison_values
+from graphsafe.poison import BytePatternMode, deterministic_fill
+from graphsafe.scan import CPU_CHUNK_ELEMENTS, _exact, count_unwritten, scan
 
 FLOATS = (torch.float32, torch.bfloat16, torch.float16, torch.float64, torch.float8_e4m3fnuz)
 SPECIALS = (float("nan"), float("inf"), float("-inf"), -0.0, 0.0, 3.0e38, -3.0e38, 240.0, 1e-3)
@@ -189,7 +189,7 @@ def test_native_pass_agrees_with_the_torch_pass(
 ) -> None:
     """Method: the same pairs scanned with the native pass and with the torch path (native switched off) give
     identical Scans; views one element in (unaligned) and strided views (torch path) agree too."""
-    from harness.native import gpu_library, host_library
+    from graphsafe.native import gpu_library, host_library
 
     loaded = gpu_library() if device == "cuda" else host_library()
     assert "lib" in loaded, loaded.get("error")
@@ -227,7 +227,7 @@ def test_native_pass_reads_the_host_once_when_clean(device: str) -> None:
 
 def test_host_native_pass_is_used_on_the_cpu() -> None:
     """The CPU's clean comparison goes through scan_host.cpp (not silently through the torch fallback)."""
-    from harness.native import host_library
+    from graphsafe.native import host_library
 
     ref = torch.randn(100)
     assert scan_module._native_library(ref, ref) is host_library()["lib"]
@@ -305,7 +305,7 @@ def test_run_refuses_a_batch_whose_comparison_never_ran() -> None:
     import ctypes
     import struct
 
-    from harness.native import gpu_library
+    from graphsafe.native import gpu_library
 
     lib = gpu_library()["lib"]
     x = torch.ones(16, device="cuda")

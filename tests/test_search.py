@@ -19,10 +19,10 @@ import torch
 from hypothesis import assume
 from hypothesis import strategies as st
 
-import cases.shape_search_controls  # noqa: F401  (registers the controls)
-from harness import Case, CaseError, Result, check
-from harness import search as S
-from harness.backends import get_backend
+import graphsafe.cases.shape_search_controls  # noqa: F401  (registers the controls)
+from graphsafe import Case, CaseError, Result, check
+from graphsafe import search as S
+from graphsafe.backends import get_backend
 
 CPU = get_backend("cpu")
 
@@ -50,7 +50,7 @@ def _search(case: Case, backend: str = "cpu") -> Result:
 
 
 def _case(name: str) -> Case:
-    from harness import REGISTRY
+    from graphsafe import REGISTRY
 
     return REGISTRY.get(name)
 
@@ -208,14 +208,14 @@ def test_budget_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_check_searches_a_case_that_declares_sizes(monkeypatch: pytest.MonkeyPatch) -> None:
-    """harness.check (what verify, the workers and the pytest plugin call) runs the search by itself."""
+    """graphsafe.check (what verify, the workers and the pytest plugin call) runs the search by itself."""
     monkeypatch.setenv(S.SECONDS_ENV, "3600")
     result = check(_case("shape_search.empty_expert.buggy"), CPU)
     assert result.ok and "smallest failing sizes T=1,E=2,H=1 " in result.detail
 
 
 def test_summary_repro_command_names_the_smallest_failing_sizes() -> None:
-    from harness.reports.tables import repro_command, searched_sizes
+    from graphsafe.reports.tables import repro_command, searched_sizes
 
     assert searched_sizes(["", "sizes T=33,H=1: eager output: 1 NaN/Inf"]) == "T=33,H=1"
     assert searched_sizes(["sizes T=33,H=1"]) == "T=33,H=1"

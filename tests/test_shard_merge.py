@@ -10,25 +10,24 @@ merged reports exist, and the exit codes say "not all as expected" (1) for both.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from harness.cli import main
-from harness.reports import fingerprint
-from harness.reports.merge import MergeError, merge_runs, parse_shard, shard_index
-from harness.reports.render import write_reports
-from harness.reports.results import read_results
+from graphsafe.cli import main
+from graphsafe.reports import fingerprint
+from graphsafe.reports.merge import MergeError, merge_runs, parse_shard, shard_index
+from graphsafe.reports.render import write_reports
+from graphsafe.reports.results import read_results
 
 REPO = Path(__file__).resolve().parents[1]
 PROGRAM = main.__module__.partition(".")[0]  # `harness` in a checkout
 
 CASES = """
 import torch
-from harness import Case, register
+from graphsafe import Case, register
 
 def make(seed, device):
     g = torch.Generator().manual_seed(seed)
@@ -61,7 +60,6 @@ def _verify(case_file: Path, out: Path, *extra: str) -> int:
     done = subprocess.run(
         [sys.executable, "-m", PROGRAM, *args, "--report-dir", str(out), *extra],
         cwd=REPO,
-        env=os.environ | {"PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=300,
@@ -209,8 +207,8 @@ def test_nightly_takes_a_baseline_path(tmp_path: Path) -> None:
 
 def test_a_shard_that_stopped_early_makes_the_merge_incomplete(tmp_path: Path) -> None:
     """The shard's INCOMPLETE status line (ResultsWriter.close on SIGTERM) carries into the merged run."""
-    from harness.records import Result, Row
-    from harness.reports.results import ResultsWriter
+    from graphsafe.records import Result, Row
+    from graphsafe.reports.results import ResultsWriter
 
     def result(name: str) -> Result:
         row = Row(case=name, family="f", backend="cpu", device="cpu", pattern="0xff", replay=0, seed_a=0, seed=1,

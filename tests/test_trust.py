@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 import torch
 
-import cases.trust_controls  # registers the controls; the tests swap its first-call caches
-from harness import REGISTRY, Case, CaseError, check
-from harness import verdicts as V
-from harness.backends import get_backend, resolve_backend_name
-from harness.backends.base import CapturedGraph, GraphBackend
-from harness.backends.gpu import classify_capture_failure
-from harness.errors import BackendUnavailable, CaptureError, CaptureSyncError
-from harness.hidden_state import PythonState
+import graphsafe.cases.trust_controls  # registers the controls; the tests swap its first-call caches
+from graphsafe import REGISTRY, Case, CaseError, check
+from graphsafe import verdicts as V
+from graphsafe.backends import get_backend, resolve_backend_name
+from graphsafe.backends.base import CapturedGraph, GraphBackend
+from graphsafe.backends.gpu import classify_capture_failure
+from graphsafe.errors import BackendUnavailable, CaptureError, CaptureSyncError
+from graphsafe.hidden_state import PythonState
 
 CONTROLS = {
     "control_stale_scale_baked_at_warmup": "stale_replay",
@@ -63,7 +63,7 @@ def fresh_first_call_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     probe can see only while that call is still to come: each test gets empty caches of its own, and the
     module's own (used by `pytest cases/` for the same controls) stays as it was, whatever ran first."""
     for name in ("_first_call_scale", "_first_call_scale_b"):
-        monkeypatch.setattr(cases.trust_controls, name, [])
+        monkeypatch.setattr(graphsafe.cases.trust_controls, name, [])
 
 
 @pytest.mark.parametrize(("name", "verdict"), sorted(CONTROLS.items()))
@@ -306,7 +306,7 @@ def test_complex_outputs_are_compared_not_sorted() -> None:
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised where no GPU exists")
 def test_gpu_backend_without_a_gpu_is_a_run_level_error() -> None:
-    from harness.cli import main
+    from graphsafe.cli import main
 
     with pytest.raises(BackendUnavailable, match="--backend cpu"):
         resolve_backend_name("gpu")
@@ -324,11 +324,11 @@ def test_case_verdict_is_the_worst_row_not_the_last() -> None:
 
 
 def test_a_case_past_its_deadline_is_timeout_on_the_cpu_backend() -> None:
-    from harness.runner import RunOptions, run_isolated
+    from graphsafe.runner import RunOptions, run_isolated
 
     case = REGISTRY.get("control_sleeps_past_deadline")
     results: list[Any] = []
-    run_isolated([case], ["cases.trust_controls"], RunOptions(backend="cpu"), 1, 0, results.append)
+    run_isolated([case], ["graphsafe.cases.trust_controls"], RunOptions(backend="cpu"), 1, 0, results.append)
     assert [r.verdict for r in results] == ["timeout"], results[0].detail
 
 
@@ -346,7 +346,7 @@ def test_finite_poison_pattern_catches_a_read_that_nan_hides() -> None:
 
 def test_python_state_copies_tensors_up_to_its_total_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """A module-level weight table must not be cloned whole on every check: past the bound, no copy."""
-    import harness.hidden_state as hidden_state
+    import graphsafe.hidden_state as hidden_state
 
     monkeypatch.setattr(hidden_state, "MAX_TOTAL_TENSOR_BYTES", 16)
     tables = [torch.zeros(4), torch.zeros(4)]  # 16 bytes each: the first fits, the second does not
@@ -368,12 +368,12 @@ def test_python_state_copies_tensors_up_to_its_total_bound(monkeypatch: pytest.M
 def test_the_ops_own_generator_is_followed(monkeypatch: pytest.MonkeyPatch) -> None:
     """Graph-safe sampling from `generator=g` passes only because replay and eager start from g's same state:
     with g not followed, the same twin is a false stale_replay."""
-    import harness.protocol
-    from harness.hidden_state import op_generators
+    import graphsafe.protocol
+    from graphsafe.hidden_state import op_generators
 
     twin = REGISTRY.get("fixed_noise_from_own_generator")
     generators = op_generators(twin.op)
-    assert any(g is cases.trust_controls._sampler_generators["cpu"] for g in generators)
+    assert any(g is graphsafe.cases.trust_controls._sampler_generators["cpu"] for g in generators)
     assert check(twin, "cpu").verdict == "pass"
-    monkeypatch.setattr(harness.protocol, "op_generators", lambda op: [])
+    monkeypatch.setattr(graphsafe.protocol, "op_generators", lambda op: [])
     assert check(twin, "cpu").verdict == "stale_replay"

@@ -7,7 +7,7 @@ variant do and the verdict each gets), and what is left out (hardware, several G
 Public report: https://github.com/OWNER/REPO/issues/0 (TEMPLATE: the link, and the date as YYYY-MM-DD).
 
 The example below is runnable as it stands, so the template is checked with the rest
-(`python -m harness repro cases/counterexamples/_template.py --backend cpu`): an op whose output comes from
+(`graphsafe repro cases/counterexamples/_template.py --backend cpu`): an op whose output comes from
 `torch.empty` and is written only in its first half (buggy: `uninitialized` under the harness's poisoned
 allocation) against one that zero-fills the rest (fixed: `pass`). Replace it with the report's failure shape,
 rebuilt as small as it stays recognizable: torch ops where the bug lives in Python, a small kernel only where
@@ -22,8 +22,8 @@ import functools
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
+from graphsafe import Case, register
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 ROWS, COLS = 8, 16  # TEMPLATE: the smallest sizes that still show the failure
 

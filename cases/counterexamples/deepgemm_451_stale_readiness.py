@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
+from graphsafe import Case, register
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 TOKENS, HIDDEN, PEERS = 8, 64, 2
 REPLAYS = 12  # the report's changed-input replays per case

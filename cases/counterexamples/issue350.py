@@ -16,7 +16,7 @@ either backend.
 Two tables, as in the report: per replay for BF16 (main fails 3/3, the fix passes 3/3 with graph error equal
 to eager error), and per format (BF16, MXFP4, DS-FP4, Q4_0) at the report's thresholds 0.02 / 0.04.
 
-    python -m harness repro issue350 [--backend cpu|gpu] [--markdown]
+    graphsafe repro issue350 [--backend cpu|gpu] [--markdown]
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import functools
 
 import torch
 
-from harness import DEVICE_WAITS, Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
-from kernels import cpu_moe
+from graphsafe import DEVICE_WAITS, Case, register
+from graphsafe.kernels import cpu_moe
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 EXPERTS, HIDDEN, INTER, BATCH, TOP_K = 8, 512, 256, 4, 2
 # The report's per-format table: (label, kernels format, threshold). DS-FP4 is the project's nvfp4 (FP4

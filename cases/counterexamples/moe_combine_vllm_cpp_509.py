@@ -1,7 +1,7 @@
 """vllm.cpp PR #509: the MoE combine/gate port whose calculation was faithful but whose guards were not.
 
 Public report: https://github.com/mudler/vllm.cpp/pull/509 (opened 2026-08-12; the review with both findings
-2026-08-13). Reproduce: `python -m harness repro moe_combine_vllm_cpp_509`.
+2026-08-13). Reproduce: `graphsafe repro moe_combine_vllm_cpp_509`.
 
 Finding 1, f16 reaches an arm without a refusal. The seam's IsFloat gate admits f16 and the kernel's
 dispatch is `if bf16 ... else <float>`, so an f16 expert_out is read as f32: 4 bytes per 2-byte element.
@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import torch
 
-from cases.moe_combine import ALL_F32, PROD, Mix, combine_op, make_inputs_factory
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
-from kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
+from graphsafe import Case, register
+from graphsafe.cases.moe_combine import ALL_F32, PROD, Mix, combine_op, make_inputs_factory
+from graphsafe.kernels.moe_combine import ops, reference  # noqa: F401  (ops registers torch.ops.graphsafe.moe_combine*)
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 T, K, H = 16, 4, 128  # H even: the f16 storage reinterprets as whole f32 words
 F16_MIX = Mix("f16", torch.float16, torch.bfloat16, torch.float32)

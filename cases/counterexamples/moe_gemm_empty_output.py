@@ -1,7 +1,7 @@
 """aiter PR #5831, defect 1: the MoE GEMM's output from torch.empty with a half-foreign expert map.
 
 Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
-`python -m harness repro moe_gemm_empty_output`.
+`graphsafe repro moe_gemm_empty_output`.
 
 Half of the rows of the grouped activations belong to experts of another rank (expert parallelism), so
 no slot of the block map covers them. The buggy variant (zero_unwritten=False) leaves them holding
@@ -16,11 +16,11 @@ import functools
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
-from kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe import Case, register
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 EXPERTS, N, K, TOKENS, TOPK, BLOCK_M = 8, 64, 128, 64, 2, 16
 

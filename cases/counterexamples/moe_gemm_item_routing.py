@@ -1,9 +1,9 @@
 """aiter PR #5831, defect 2: routing metadata sized with `.sum().item()` cannot be captured.
 
 Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
-`python -m harness repro moe_gemm_item_routing`.
+`graphsafe repro moe_gemm_item_routing`.
 
-The buggy variant builds the block map with kernels.routing.block_map_from_group_sizes_legacy, whose
+The buggy variant builds the block map with graphsafe.kernels.routing.block_map_from_group_sizes_legacy, whose
 exact size comes from a host sync (`int(blocks.sum().item())`); under capture CUDA/HIP report
 hipErrorStreamCaptureUnsupported, and the harness must say `capture_sync`. The fixed variant sizes the
 map with the static bound cdiv(total_rows, block_m) + E and stamps surplus slots -1: `pass`, with group
@@ -16,11 +16,11 @@ import functools
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
-from kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe import Case, register
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 EXPERTS, N, K, BLOCK_M = 8, 64, 64, 16
 MAX_PER_EXPERT = (0, 7, 64, 1, 100, 0, 84, 0)  # the report's ragged sizes as per-expert maxima

@@ -1,14 +1,14 @@
 """aiter PR #5831, defect 3: the per-call NK->KN weight copy, measured (a report, not an assertion on time).
 
 Public report: https://github.com/ROCm/aiter/pull/5831 (2026-09-25). Reproduce:
-`python -m harness repro moe_gemm_weight_copy` (the table below), or run this module for other shapes.
+`graphsafe repro moe_gemm_weight_copy` (the table below), or run this module for other shapes.
 
 The legacy wrapper ran `rhs.permute(0, 2, 1).contiguous()` on every call: 2.4 ms for rhs alone at
 E=32, N=2048, K=6144 on gfx942, and a transient second copy of the weights. graphsafe::moe_gemm takes
 the [E, K, N] view instead. `measure_weight_copy` reports the copy's bytes and time next to the GEMM's
 on whatever device is present; the two outputs are checked bitwise equal, so the copy buys nothing.
 
-    python -m cases.counterexamples.moe_gemm_weight_copy [--experts 32 --n 2048 --k 6144]
+    python -m graphsafe.cases.counterexamples.moe_gemm_weight_copy [--experts 32 --n 2048 --k 6144]
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ import time
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, MeasuredTable, Measurement, Report
-from kernels.common import quant, routing
-from kernels.moe_gemm import ops as moe_gemm_ops  # also registers graphsafe::moe_gemm
-from kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe import Case, register
+from graphsafe.kernels.common import quant, routing
+from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # also registers graphsafe::moe_gemm
+from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
+from graphsafe.toolkit import CaseTable, Column, Line, MeasuredTable, Measurement, Report
 
 
 def _time_ms(fn, device: torch.device, iters: int) -> float:

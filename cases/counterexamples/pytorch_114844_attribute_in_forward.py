@@ -8,9 +8,9 @@ script does it by hand; an engine does it with an eager forward, a prefill betwe
 `model.x` pointing at that tensor after every replay. The graph's returned output is right; only the side
 channel is stale.
 
-Why a measured table and not `harness.check`: the check compares what the captured op returns, and this
+Why a measured table and not `graphsafe.check`: the check compares what the captured op returns, and this
 failure is in state read outside the graph after replay, so the module runs the issue's own steps on the
-chosen backend's capture and replay (`harness.backends`): build the model, capture `model(static)`, rebind
+chosen backend's capture and replay (`graphsafe.backends`): build the model, capture `model(static)`, rebind
 `model.x` (by hand, or by an eager forward), copy the new input in, replay, then read `model.x` against
 `Linear1(new input)`.
 - buggy: `self.x = res` (the issue's module): `model.x` is stale after replay;
@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import torch
 
-from harness.backends import GraphBackend, get_backend
-from harness.reproduce import MeasuredTable, Measurement, Report
+from graphsafe.toolkit import GraphBackend, MeasuredTable, Measurement, Report, get_backend
 
 N, D_IN, INNER, D_OUT = 2, 2, 4, 2  # the issue's sizes
 STALE_BELOW = 1e-5  # a relative error above this means model.x is not Linear1(new input)
@@ -61,7 +60,7 @@ def _rel_error(got: torch.Tensor, want: torch.Tensor) -> float:
 def run_issue_script(backend: str, in_place: bool, between: str) -> tuple[float, float]:
     """The issue's steps on `backend`; returns (model.x error, returned output error) after the replay."""
     be = get_backend(backend)
-    # Inside the backend's poisoned-allocation scope, as harness.check runs every capture; every tensor of the
+    # Inside the backend's poisoned-allocation scope, as graphsafe.check runs every capture; every tensor of the
     # steps is a local of _issue_steps, so none outlives the scope's memory pool.
     with be.poisoned_allocation(0xFF), torch.no_grad():
         return _issue_steps(be, in_place, between)

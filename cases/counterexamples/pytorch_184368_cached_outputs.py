@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
+from graphsafe import Case, register
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 TOKENS, HIDDEN = 16, 64
 

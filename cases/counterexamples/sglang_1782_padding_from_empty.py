@@ -32,8 +32,8 @@ import math
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
+from graphsafe import Case, register
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 POOL_SLOTS, MAX_CTX, REAL_REQS, GRAPH_BS, HEAD = 256, 16, 3, 4, 32
 PADDING_REQ = 0  # the request row padded entries point at

@@ -32,8 +32,8 @@ import functools
 
 import torch
 
-from harness import Case, register
-from harness.reproduce import CaseTable, Column, Line, Report
+from graphsafe import Case, register
+from graphsafe.toolkit import CaseTable, Column, Line, Report
 
 TOKENS, HIDDEN, WIDTH = 32, 256, 512  # the gate and QKV projections share a width: one block fits either
 SLEEP_CYCLES = 20_000_000  # about 10 ms at 2 GHz: the side stream's projection outlasts the main stream's

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import torch
 
-from cases.platform._shared import affine_reference, vector_inputs
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.platform._shared import affine_reference, vector_inputs
 
 if torch.cuda.is_available():
-    from kernels.platform import ops as P
+    from graphsafe.kernels.platform import ops as P
 
     register(
         Case(

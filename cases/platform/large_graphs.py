@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from cases.platform._shared import WarmupSnapshot, integer_rows
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.platform._shared import WarmupSnapshot, integer_rows
 
 STALE_FROM_NODE = 200  # the control goes stale past this node, where hip#3887 saw it
 

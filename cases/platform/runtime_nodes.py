@@ -4,18 +4,18 @@ Each positive case checks that one kind of node re-executes on every replay with
 each `*_control` reproduces the failure shape and must get the failure verdict it names. GPU-only: the cases
 register only when `torch.cuda.is_available()` at import; on the CPU backend they do not exist.
 Node kinds themselves (memops recorded as BATCH_MEM_OP nodes, not run during capture) are checked by
-tests/test_platform_cases.py through GpuCapturedGraph.node_kinds() and kernels.platform.ops.memop_capture_probe().
+tests/test_platform_cases.py through GpuCapturedGraph.node_kinds() and graphsafe.kernels.platform.ops.memop_capture_probe().
 """
 
 from __future__ import annotations
 
 import torch
 
-from cases.platform._shared import WarmupSnapshot, affine_reference, vector_inputs
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.platform._shared import WarmupSnapshot, affine_reference, vector_inputs
 
 if torch.cuda.is_available():
-    from kernels.platform import ops as P
+    from graphsafe.kernels.platform import ops as P
 
     # --- kernel nodes ----------------------------------------------------------------------------------
     K_IN, K_OUT = 256, 128

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from cases.platform._shared import affine_reference, vector_inputs
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.platform._shared import affine_reference, vector_inputs
 
 REBUILDS = 100
 LIVE_GRAPHS = 32  # twice the control's ring of 16 (kernels/platform/ops.py RING_CAPACITY)
@@ -22,7 +22,7 @@ def two_kernel_affine(x: torch.Tensor) -> torch.Tensor:
 
 
 if torch.cuda.is_available():
-    from kernels.platform import ops as P
+    from graphsafe.kernels.platform import ops as P
 
     register(
         Case(

@@ -5,7 +5,7 @@ data-dependent shape, or only device work). The libraries are optional (the `rea
 pyproject.toml: `pip install -e '.[real-world]'`); a module whose library is missing registers nothing and
 says so: `SKIPPED` maps the module to the reason, and a RealWorldSkipWarning is raised at import.
 
-Run it alone: `python -m harness verify --case cases.real_world` (add `--backend gpu` on a GPU).
+Run it alone: `graphsafe verify --case graphsafe.cases.real_world` (add `--backend gpu` on a GPU).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _skip(module: str, why: str) -> None:
 
 
 def _register_all() -> None:
-    """Import every module of the suite, so that naming the package (`--case cases.real_world`) runs all of it."""
+    """Import every module of the suite, so that naming the package (`--case graphsafe.cases.real_world`) runs all of it."""
     import pkgutil
 
     for info in pkgutil.iter_modules(__path__, prefix=__name__ + "."):

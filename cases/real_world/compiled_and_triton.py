@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from cases.real_world import SKIPPED
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.real_world import SKIPPED
 
 ROWS, COLS = 64, 128
 

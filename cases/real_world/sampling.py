@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from harness import Case, register
+from graphsafe import Case, register
 
 BATCH, VOCAB, HIDDEN = 4, 64, 32
 

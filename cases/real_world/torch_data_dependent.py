@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from harness import Case, register
+from graphsafe import Case, register
 
 TOKENS, EXPERTS, TOP_K = 32, 8, 2
 Op = Callable[..., torch.Tensor]

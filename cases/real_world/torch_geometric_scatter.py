@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from cases.real_world import installed_library
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.real_world import installed_library
 
 # Imported by the ops on their first call (in the worker that runs them), not here: every process that loads
 # the suites would pay torch_geometric's import (installed_library says how long).

@@ -13,8 +13,8 @@ import importlib
 
 import torch
 
-from cases.real_world import lacks_feature, optional_library
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.real_world import lacks_feature, optional_library
 
 transformers = optional_library("transformers", __name__)
 if transformers is not None and not hasattr(

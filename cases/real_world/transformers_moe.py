@@ -13,8 +13,8 @@ import functools
 
 import torch
 
-from cases.real_world import SKIPPED, optional_library
-from harness import Case, register
+from graphsafe import Case, register
+from graphsafe.cases.real_world import SKIPPED, optional_library
 
 transformers = optional_library("transformers", __name__)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from harness.backends.base import CapturedGraph, GraphBackend
-from harness.errors import BackendUnavailable
+from graphsafe.backends.base import CapturedGraph, GraphBackend
+from graphsafe.errors import BackendUnavailable
 
 BACKEND_NAMES = ("auto", "cpu", "gpu")
 _INSTANCES: dict[str, GraphBackend] = {}
@@ -31,7 +31,7 @@ def is_capturing() -> bool:
     An op that keeps state outside its tensors (a handshake slot, a parameter cell) asks this to give each
     captured graph its own state; it is cheap enough to call on every invocation.
     """
-    from harness.backends.cpu import is_recording
+    from graphsafe.backends.cpu import is_recording
 
     if is_recording():
         return True
@@ -44,11 +44,11 @@ def get_backend(name: str = "auto") -> GraphBackend:
     resolved = resolve_backend_name(name)
     if resolved not in _INSTANCES:
         if resolved == "cpu":
-            from harness.backends.cpu import CpuBackend
+            from graphsafe.backends.cpu import CpuBackend
 
             _INSTANCES[resolved] = CpuBackend()
         else:
-            from harness.backends.gpu import GpuBackend  # type: ignore[import-not-found,unused-ignore]
+            from graphsafe.backends.gpu import GpuBackend  # type: ignore[import-not-found,unused-ignore]
 
             _INSTANCES[resolved] = GpuBackend()
     return _INSTANCES[resolved]

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from harness.errors import OutputTypeError
+from graphsafe.errors import OutputTypeError
 
 
 def flatten_tensors(result: Any) -> tuple[torch.Tensor, ...]:

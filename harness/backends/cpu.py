@@ -29,9 +29,9 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
-from harness.errors import CaptureError, CaptureSyncError, FallbackEager, exception_chain
-from harness.poison import BytePatternMode, deterministic_fill, fill_op_factories
+from graphsafe.backends.base import CapturedGraph, GraphBackend, flatten_tensors
+from graphsafe.errors import CaptureError, CaptureSyncError, FallbackEager, exception_chain
+from graphsafe.poison import BytePatternMode, deterministic_fill, fill_op_factories
 
 aten = torch.ops.aten
 

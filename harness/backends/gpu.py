@@ -63,10 +63,10 @@ from typing import Any
 
 import torch
 
-from harness.backends.base import CapturedGraph, GraphBackend, flatten_tensors
-from harness.errors import CaptureError, CaptureSyncError, FallbackEager
-from harness.native import gpu_library, graph_node_kinds
-from harness.poison import deterministic_fill, fill_op_factories
+from graphsafe.backends.base import CapturedGraph, GraphBackend, flatten_tensors
+from graphsafe.errors import CaptureError, CaptureSyncError, FallbackEager
+from graphsafe.native import gpu_library, graph_node_kinds
+from graphsafe.poison import deterministic_fill, fill_op_factories
 
 # Runtime and torch messages that mean "a host sync or data-dependent shape under capture". Sources:
 # cudaGetErrorString for cudaErrorStreamCaptureUnsupported / ...Invalidated / ...Implicit (CUDA 13
@@ -278,7 +278,7 @@ def classify_capture_failure(exc: BaseException) -> CaptureError:
 
 
 def flatten_outputs(result: Any) -> tuple[torch.Tensor, ...]:
-    """The op's outputs as a flat tuple (harness.backends.base.flatten_tensors); anything else is a
+    """The op's outputs as a flat tuple (graphsafe.backends.base.flatten_tensors); anything else is a
     capture error."""
     try:
         return flatten_tensors(result)

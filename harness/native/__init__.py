@@ -52,7 +52,7 @@ def _load(
         if name in _LIBRARIES:
             return _LIBRARIES[name]
         try:
-            from harness.native.build import build_shared_library
+            from graphsafe.native.build import build_shared_library
 
             path = build_shared_library(name, sources, **build)
             lib = ctypes.CDLL(str(path))
@@ -106,7 +106,7 @@ def host_library() -> dict[str, Any]:
 
 @functools.cache
 def _graph_nodes_module() -> types.ModuleType:
-    from harness.native.build import build_extension
+    from graphsafe.native.build import build_extension
 
     return build_extension("graphsafe_graph_nodes", [GRAPH_NODES_SOURCE])
 

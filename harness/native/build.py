@@ -562,6 +562,21 @@ def _remember(label: str, seconds: float) -> None:
 _IMPORTED: dict[pathlib.Path, types.ModuleType] = {}
 
 
+def compile_seconds(cache: pathlib.Path) -> list[tuple[str, float]]:
+    """(translation unit, wall seconds) of each compiler command of the builds under `cache` (a cache
+    folder), from their build.log files ("link" for the link step): which unit is a build's critical path."""
+    found = []
+    for log in sorted(cache.glob("*/build.log")):
+        command: list[str] = []
+        for line in log.read_text().splitlines():
+            if line.startswith("$ "):
+                command = line[2:].split()
+            elif line.startswith(LOG_SECONDS) and line.endswith(" s") and command:
+                unit = pathlib.Path(command[command.index("-c") + 1]).name if "-c" in command else "link"
+                found.append((unit, float(line[len(LOG_SECONDS) : -2])))
+    return found
+
+
 def _import(name: str, library: pathlib.Path) -> types.ModuleType:
     if library in _IMPORTED:
         return _IMPORTED[library]

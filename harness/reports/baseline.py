@@ -20,8 +20,8 @@ stopped early is compared (its missing cases count) and the output says it was i
 
 Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
 backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
-`python -m harness report nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
-calls); `python -m harness report baseline RUN_DIR` makes that run the baseline.
+`graphsafe report nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
+calls); `graphsafe report baseline RUN_DIR` makes that run the baseline.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.reports import fingerprint as fingerprint_mod
-from harness.reports.results import (
+from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.results import (
     NOTES_KEY,
     STATUS_KEY,
     completeness_sentence,
@@ -46,8 +46,8 @@ from harness.reports.results import (
     read_raw,
     results_csv,
 )
-from harness.reports.tables import CaseSummary, case_summaries, format_error
-from harness.verdicts import VERDICTS
+from graphsafe.reports.tables import CaseSummary, case_summaries, format_error
+from graphsafe.verdicts import VERDICTS
 
 GROWTH_FACTOR = 2.0
 # Graph error growth counts for cases expected to pass (or to fall back to eager): for a negative control the
@@ -341,7 +341,7 @@ def main_nightly(
         # A night without a baseline compares with nothing; failing says so instead of a green light.
         print(
             f"graphsafe nightly: no baseline {path} for this platform; make one with\n"
-            f"  python -m harness report baseline {run_dir}",
+            f"  graphsafe report baseline {run_dir}",
             file=sys.stderr,
         )
         return 1

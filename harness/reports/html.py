@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.reports import fingerprint as fingerprint_mod
-from harness.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence, read_results
-from harness.reports.tables import (
+from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence, read_results
+from graphsafe.reports.tables import (
     CaseSummary,
     FailureSection,
     RunModel,
@@ -414,7 +414,7 @@ _FILTERS = (
 
 
 def _platform_label(fingerprint: dict[str, str]) -> str:
-    from harness.reports.baseline import platform_slug  # the baseline module reads runs; only its slug here
+    from graphsafe.reports.baseline import platform_slug  # the baseline module reads runs; only its slug here
 
     return platform_slug(fingerprint) if fingerprint else ""
 
@@ -507,7 +507,7 @@ def write_html(
     model: RunModel | None = None,
 ) -> Path:
     """Write DIR/report.html and return its path: from DIR/results.csv and DIR/fingerprint.json (if present),
-    or from the rows, fingerprint and run_model a caller already holds (harness.reports.render)."""
+    or from the rows, fingerprint and run_model a caller already holds (graphsafe.reports.render)."""
     run_dir = Path(run_dir)
     rows = read_results(run_dir) if results is None else results
     page = render_html(rows, fingerprint_mod.read(run_dir) if fingerprint is None else fingerprint, model)

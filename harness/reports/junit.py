@@ -24,10 +24,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness import verdicts as V
-from harness.records import Result
-from harness.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
-from harness.reports.tables import (
+from graphsafe import verdicts as V
+from graphsafe.records import Result
+from graphsafe.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
+from graphsafe.reports.tables import (
     CaseSummary,
     RunModel,
     case_sources,
@@ -103,7 +103,7 @@ def render_junit(
     status: dict[str, Any] | None = None,
     model: RunModel | None = None,
 ) -> str:
-    """junit.xml text for a run's rows (results.csv as read by harness.reports.results); `model`: the
+    """junit.xml text for a run's rows (results.csv as read by graphsafe.reports.results); `model`: the
     run_model of those rows and fingerprint where the caller has built it already."""
     fingerprint = fingerprint or {}
     model = model or run_model(normalize(results), fingerprint)

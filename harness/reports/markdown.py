@@ -1,4 +1,4 @@
-"""summary.md: a run's table model (harness.reports.tables) as Markdown ready to paste into an issue.
+"""summary.md: a run's table model (graphsafe.reports.tables) as Markdown ready to paste into an issue.
 
 Failures come first, grouped by family, each with the command that reproduces it and its replay table; then
 the passing cases, one compact table per family.
@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence
-from harness.reports.tables import (
+from graphsafe.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence
+from graphsafe.reports.tables import (
     FailureSection,
     RunModel,
     Table,

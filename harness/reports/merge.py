@@ -10,7 +10,7 @@ first shard's, with the values that differ between shards joined, the shard list
 and the reports rendered from the merged rows. It refuses, naming what and where (exit 2 in the CLI):
 - a case in two inputs (the shards overlap, or one directory was given twice);
 - shards of different N, a shard given twice, or a missing shard, unless --allow-missing-shards;
-- inputs from different platforms (harness.reports.baseline.platform_slug: "cpu", "nvidia-h200-sm_90")
+- inputs from different platforms (graphsafe.reports.baseline.platform_slug: "cpu", "nvidia-h200-sm_90")
   or different sources (fingerprint source_digest), unless --allow-mixed-platforms: one report should
   describe one platform and one version of the code; a comparison across platforms is `report compare`.
 A shard whose results.csv says the run stopped early is merged: the merged results.csv opens with the
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.reports import fingerprint as fingerprint_mod
-from harness.reports.results import (
+from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.results import (
     COLUMNS,
     FLOAT_COLUMNS,
     INCOMPLETE,
@@ -43,7 +43,7 @@ from harness.reports.results import (
     results_csv,
     status_line,
 )
-from harness.reports.tables import case_sources
+from graphsafe.reports.tables import case_sources
 
 SHARD_KEY = "shard"  # fingerprint key: "I/N" for a shard's run, "" otherwise
 MERGED_FROM_KEY = "merged_from"
@@ -101,7 +101,7 @@ class MergedRun:
 
 
 def _platform(fp: dict[str, str]) -> str:
-    from harness.reports.baseline import platform_slug  # baseline imports the table model; keep merge light
+    from graphsafe.reports.baseline import platform_slug  # baseline imports the table model; keep merge light
 
     return platform_slug(fp) if fp else "unknown"
 

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.reports.html import write_html
-from harness.reports.junit import write_junit
-from harness.reports.markdown import render_summary
-from harness.reports.results import NOTES_KEY, STATUS_KEY, read_results
-from harness.reports.tables import run_model
+from graphsafe.reports.html import write_html
+from graphsafe.reports.junit import write_junit
+from graphsafe.reports.markdown import render_summary
+from graphsafe.reports.results import NOTES_KEY, STATUS_KEY, read_results
+from graphsafe.reports.tables import run_model
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 STEP_SUMMARY_MAX_BYTES = 1 << 20

@@ -37,7 +37,7 @@ from typing import IO, Any
 
 import pandas as pd
 
-from harness.records import Result
+from graphsafe.records import Result
 
 # Public contract: at least case, backend, replay, eager_error, graph_error, threshold, verdict, expected,
 # seed. New columns go at the end.

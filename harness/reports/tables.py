@@ -1,8 +1,8 @@
 """The table model of a run: what every rendering of a run shows, computed once.
 
-A run's rows (read by harness.reports.results) fold into one CaseSummary per case; failures become a
+A run's rows (read by graphsafe.reports.results) fold into one CaseSummary per case; failures become a
 FailureSection (title, the command that reproduces it, the replay table, the details), the rest Tables.
-harness.reports.markdown renders the model as summary.md and harness.reports.html as report.html, so the two
+graphsafe.reports.markdown renders the model as summary.md and graphsafe.reports.html as report.html, so the two
 cannot drift apart: a column or a repro command changes here, for both.
 
 The replay table follows the seed reports (replay | eager error | graph error | threshold | verdict, errors
@@ -20,14 +20,12 @@ from typing import Any
 
 import pandas as pd
 
-from harness.reports.fingerprint import KEYS as FINGERPRINT_KEYS
-from harness.reports.results import COLUMNS, normalize
+from graphsafe.reports.fingerprint import KEYS as FINGERPRINT_KEYS
+from graphsafe.reports.results import COLUMNS, normalize
 
 STATUS_OK = "ok"
 STATUS_FAIL = "FAIL"
 NOT_APPLICABLE = "—"
-# The top-level package (`harness` in a checkout, `graphsafe` installed): what `python -m` runs.
-_PROGRAM = (__package__ or "harness").partition(".")[0]
 
 
 # ---------------------------------------------------------------------------------------------- per case
@@ -166,7 +164,7 @@ def searched_sizes(details: Iterable[str]) -> str:
 def repro_command(case: str, seed_a: str, backend: str, sources: Iterable[str] = (), sizes: str = "") -> str:
     """The exact command that reruns one case with its recorded seed on its backend (and, for a case that
     declares a size space, at the sizes its search reported)."""
-    parts = [f"python -m {_PROGRAM} repro", shlex.quote(case)]
+    parts = ["graphsafe repro", shlex.quote(case)]
     if sizes:
         parts.append(f"--sizes {sizes}")
     parts += [f"--case {shlex.quote(source)}" for source in sources]

@@ -5,7 +5,7 @@ CUDA/ROCm devices (nvcc compiles it as CUDA, hipcc as HIP) and ``<stem>.cpp``, i
 whose host code fits in the ``.hip`` (under ``GS_BACKEND_HOST``, which hip_compat.h defines for a plain C++
 compiler) needs no ``.cpp``: g++ then compiles the ``.hip`` as C++. ``load(family_dir, stem, "cpu")`` builds
 the CPU sources, ``load(family_dir, stem, "gpu")`` the device sources for the visible device; both go through
-the harness's content-keyed build cache (``harness.native.build``) with this folder (hip_compat.h,
+graphsafe's content-keyed build cache (``graphsafe.toolkit.build_extension``) with this folder (hip_compat.h,
 gs_checks.h, gs_formats.h) on the include path.
 
 Translation units (``sources``): a family may split its module, for build speed, into
@@ -39,7 +39,7 @@ import types
 
 import torch
 
-from harness.native import build as native_build
+from graphsafe import toolkit
 
 COMMON_DIR = pathlib.Path(__file__).resolve().parent
 SOURCE_SUFFIXES = (".hip", ".cpp", ".h", ".hpp")
@@ -60,7 +60,7 @@ SPLIT_FLAGS = ("-DGS_SPLIT_UNITS",)
 
 def gpu_backend() -> str:
     """``cuda`` or ``hip`` for the visible device; RuntimeError when torch sees no CUDA/ROCm device."""
-    backend = native_build.detect_backend()
+    backend = toolkit.detect_backend()
     if backend == "cpu":
         raise RuntimeError("no CUDA/ROCm device is visible to torch (torch.cuda.is_available() is False)")
     return backend
@@ -113,11 +113,11 @@ def torch_link_flags(backend: str) -> tuple[str, ...]:
 
 def declare(family_dir: pathlib.Path, stem: str, device: str, extra_flags: tuple[str, ...] = ()) -> None:
     """Tell the harness that ``load(family_dir, stem, device, extra_flags)`` will be needed, so a run can build
-    it before its first case, at the same time as the other families (harness.native.build.plan). Called at
+    it before its first case, at the same time as the other families (graphsafe.toolkit.plan_build). Called at
     import by the module that loads it; ``load`` is still how the module is obtained."""
     owner = sys._getframe(1).f_globals.get("__name__", "")
     flags = tuple(extra_flags)
-    native_build.plan(
+    toolkit.plan_build(
         f"{pathlib.Path(family_dir).name}/{stem} {device}",
         functools.partial(load, pathlib.Path(family_dir), stem, device, flags),
         device=device,
@@ -158,7 +158,7 @@ def build(
     main = family_dir / f"{stem}.hip"
     if any(p.name.endswith(".hip") and p != main for p in paths):
         unit_flags[main] = SPLIT_FLAGS  # the main source leaves its parts' code to them
-    return native_build.build_extension(
+    return toolkit.build_extension(
         f"gs_{stem}_{backend}",
         paths,
         [COMMON_DIR, family_dir],

@@ -17,10 +17,10 @@ modules, imports running one way from the first to the last:
 - probe.py: the fail-closed probe and consensus.
 """
 
-from kernels.cpu_moe.executor import ExecutorCore, Faults, Slot, wait_guard
-from kernels.cpu_moe.layer import CpuMoeExecutor
-from kernels.cpu_moe.probe import ProbeResult, consensus, probe_and_enable, probe_handshake
-from kernels.cpu_moe.settings import (
+from graphsafe.kernels.cpu_moe.executor import ExecutorCore, Faults, Slot, wait_guard
+from graphsafe.kernels.cpu_moe.layer import CpuMoeExecutor
+from graphsafe.kernels.cpu_moe.probe import ProbeResult, consensus, probe_and_enable, probe_handshake
+from graphsafe.kernels.cpu_moe.settings import (
     CLOSE_DRAIN_S,
     CPU_MODES,
     DEFAULT_DECODE_LIMIT,
@@ -43,8 +43,8 @@ from kernels.cpu_moe.settings import (
     handshake_module,
     same_device,
 )
-from kernels.cpu_moe.watchdog import Watchdog
-from kernels.cpu_moe.weights import (
+from graphsafe.kernels.cpu_moe.watchdog import Watchdog
+from graphsafe.kernels.cpu_moe.weights import (
     ExpertBank,
     SharedExpert,
     make_bank,

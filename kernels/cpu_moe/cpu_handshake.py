@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import torch
 
-import harness
-from harness.backends.cpu import register_host_function_op
-from kernels.cpu_moe.executor import ExecutorCore, Slot, executor_by_handle
-from kernels.cpu_moe.settings import HandshakeNotCapturable
-from kernels.cpu_moe.weights import SharedExpert
+import graphsafe
+from graphsafe.kernels.cpu_moe.executor import ExecutorCore, Slot, executor_by_handle
+from graphsafe.kernels.cpu_moe.settings import HandshakeNotCapturable
+from graphsafe.kernels.cpu_moe.weights import SharedExpert
+from graphsafe.toolkit import register_host_function_op
 
 
 def cpu_forward(
@@ -26,7 +26,7 @@ def cpu_forward(
     force_capture: bool = False,
 ) -> torch.Tensor:
     """The layer on CPU tensors: one custom op (`direct`, `eager`) or the staged handshake."""
-    if harness.is_capturing():
+    if graphsafe.is_capturing():
         ex.check_capture_allowed(force_capture)
         if ex.mode == "eager":
             raise HandshakeNotCapturable(

@@ -35,9 +35,9 @@ from typing import Any
 
 import torch
 
-from harness import FallbackEager
-from kernels.common.quant import FORMAT_CODES
-from kernels.cpu_moe.settings import (
+from graphsafe import FallbackEager
+from graphsafe.kernels.common.quant import FORMAT_CODES
+from graphsafe.kernels.cpu_moe.settings import (
     CLOSE_DRAIN_S,
     DEVICE_MODES,
     DTYPE_CODES,
@@ -54,8 +54,8 @@ from kernels.cpu_moe.settings import (
     handshake_module,
     same_device,
 )
-from kernels.cpu_moe.watchdog import Watchdog
-from kernels.cpu_moe.weights import ExpertBank, SharedExpert, reference_layer
+from graphsafe.kernels.cpu_moe.watchdog import Watchdog
+from graphsafe.kernels.cpu_moe.weights import ExpertBank, SharedExpert, reference_layer
 
 
 @dataclass

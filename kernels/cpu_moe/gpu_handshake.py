@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from kernels.cpu_moe.executor import ExecutorCore, Slot
-from kernels.cpu_moe.settings import DTYPE_CODES, HandshakeNotCapturable
+from graphsafe.kernels.cpu_moe.executor import ExecutorCore, Slot
+from graphsafe.kernels.cpu_moe.settings import DTYPE_CODES, HandshakeNotCapturable
 
 HS_MEMOP, HS_HOSTFN = 0, 1
 FLAG_EXPLICIT_NODES = 1  # splice explicit batch-memop nodes into the capture (always on under HIP)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import torch
 
-from kernels.cpu_moe.cpu_handshake import cpu_forward
-from kernels.cpu_moe.executor import ExecutorCore
-from kernels.cpu_moe.gpu_handshake import gpu_forward
+from graphsafe.kernels.cpu_moe.cpu_handshake import cpu_forward
+from graphsafe.kernels.cpu_moe.executor import ExecutorCore
+from graphsafe.kernels.cpu_moe.gpu_handshake import gpu_forward
 
 
 class CpuMoeExecutor(ExecutorCore):

@@ -17,15 +17,14 @@ from typing import Any
 
 import torch
 
-import harness
-from harness.backends import get_backend
-from harness.native import graph_node_kinds
-from kernels.cpu_moe.cpu_handshake import emulated_handshake
-from kernels.cpu_moe.executor import ExecutorCore, Slot
-from kernels.cpu_moe.gpu_handshake import enqueue, enqueue_notify, enqueue_wait, handshake_flags
-from kernels.cpu_moe.settings import PROBE_SLOTS, PROBE_TOKENS, THRESHOLDS
-from kernels.cpu_moe.watchdog import Watchdog
-from kernels.cpu_moe.weights import make_routing, reference_moe
+import graphsafe
+from graphsafe.kernels.cpu_moe.cpu_handshake import emulated_handshake
+from graphsafe.kernels.cpu_moe.executor import ExecutorCore, Slot
+from graphsafe.kernels.cpu_moe.gpu_handshake import enqueue, enqueue_notify, enqueue_wait, handshake_flags
+from graphsafe.kernels.cpu_moe.settings import PROBE_SLOTS, PROBE_TOKENS, THRESHOLDS
+from graphsafe.kernels.cpu_moe.watchdog import Watchdog
+from graphsafe.kernels.cpu_moe.weights import make_routing, reference_moe
+from graphsafe.toolkit import get_backend, graph_node_kinds
 
 
 @dataclass
@@ -129,7 +128,7 @@ class _CpuProbe:
         self.error: BaseException | None = None
 
     def _op(self) -> torch.Tensor:
-        if self.ex.faults.graph_api_unsupported and harness.is_capturing():
+        if self.ex.faults.graph_api_unsupported and graphsafe.is_capturing():
             raise NotImplementedError("adding the handshake's graph nodes is unsupported (injected fault)")
         s = self.static
         if self.ex.mode == "direct":

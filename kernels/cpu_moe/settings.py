@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from kernels.common import native
+from graphsafe.kernels.common import native
 
 FAMILY_DIR = Path(__file__).resolve().parent
 # The formats the C++ executor decodes (cpu_moe_formats.h), a subset of kernels/common/quant.py FORMATS; their

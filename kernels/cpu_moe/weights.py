@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from kernels.common import quant
-from kernels.cpu_moe.settings import FORMATS, check_choice
+from graphsafe.kernels.common import quant
+from graphsafe.kernels.cpu_moe.settings import FORMATS, check_choice
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import types
 
 import torch
 
-from kernels.common import custom_ops, native
+from graphsafe.kernels.common import custom_ops, native
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 

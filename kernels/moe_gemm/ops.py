@@ -32,8 +32,8 @@ import types
 import torch
 from torch import Tensor
 
-from kernels.common import custom_ops, native
-from kernels.common.quant import FORMAT_CODES, FORMATS, QuantizedWeight
+from graphsafe.kernels.common import custom_ops, native
+from graphsafe.kernels.common.quant import FORMAT_CODES, FORMATS, QuantizedWeight
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 

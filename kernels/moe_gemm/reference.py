@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from kernels.common.quant import QuantizedWeight, dequantize_weight
+from graphsafe.kernels.common.quant import QuantizedWeight, dequantize_weight
 
 
 def moe_gemm_reference(x: Tensor, q: QuantizedWeight, block_map: Tensor) -> Tensor:

@@ -2,7 +2,7 @@
 // pybind11 layer (graph_platform.bind.cpp, over the entry points of graph_platform.h) into one module by
 // kernels/common/native.py; wrapped as torch custom ops in ops.py. No torch headers: pointers, sizes
 // and streams travel as integers. A captured graph's node kinds come from the harness
-// (harness.native.graph_node_kinds), which shows whether a stream memop became a BATCH_MEM_OP node or ran
+// (graphsafe.native.graph_node_kinds), which shows whether a stream memop became a BATCH_MEM_OP node or ran
 // during capture (ROCm before rocm-systems#8911 executes them at capture and records nothing).
 //
 // What is here and why:

@@ -19,9 +19,9 @@ import types
 
 import torch
 
-from harness import CaptureError
-from harness.native import graph_node_kinds
-from kernels.common import native
+from graphsafe import CaptureError
+from graphsafe.kernels.common import native
+from graphsafe.toolkit import graph_node_kinds
 
 FAMILY_DIR = pathlib.Path(__file__).resolve().parent
 _LOCK = threading.Lock()

@@ -1,7 +1,7 @@
 """`pytest cases/`: one test item per registered case, generated from the registry, so a
 failing case shows up under its own name.
 
-Each item runs the same protocol as `python -m harness verify` and asserts the case's verdict equals its
+Each item runs the same protocol as `graphsafe verify` and asserts the case's verdict equals its
 expectation; `-n auto` spreads them over workers. Cases that expect `crash` or `timeout` kill or stall the
 process running them by design, so they go through the isolated runner (a worker process) instead of this
 one. GPU-only cases register only where a GPU exists.
@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import REGISTRY, Result, check
-from harness.runner import RunOptions, run_isolated
-from harness.suites import default_suites, load_default_suites
+from graphsafe import REGISTRY, Result, check
+from graphsafe.runner import RunOptions, run_isolated
+from graphsafe.suites import default_suites, load_default_suites
 
 PROCESS_KILLING_VERDICTS = ("crash", "timeout")
 
