@@ -45,7 +45,7 @@ $(VENV)/.installed.stamp: pyproject.toml
 	@touch $@
 
 # The built-in suite's cases are small: as many workers as the cap allows (8 per GPU, at most the CPU count).
-# H200, 8 workers: cold 83 s, warm 43 s (reports/measurements/h200-2026-12-01-session3). ARGS may override.
+# H200, 8 workers: cold 59 s, warm 40 s (reports/performance.md). ARGS may override.
 verify: setup
 	$(PYTHON) -m graphsafe verify --jobs auto $(ARGS)
 

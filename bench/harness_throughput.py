@@ -4,7 +4,7 @@ comparison costs against the device's own copy bandwidth, all measured in the sa
 One run measures, on whichever backend is available (`--backend auto`):
   * checks/s: full `graphsafe.check` calls (both patterns, 3 replays each) on x*2+1 over 4096 floats (the mean,
     and the median and 10th / 90th percentiles of single checks: on the H200 the host's speed moved the mean
-    4.0-7.4 ms between runs of the same code, reports/measurements/h200-2026-12-02-session8);
+    4.3-7.3 ms between runs of the same code, reports/performance.md);
   * one check split into capture, replay, eager and compare, each the median over `--repeats` runs, inside
     the backend's poisoned-allocation scope as in the protocol (the cpu backend's byte-pattern mode included);
   * the op's own time (eager, synchronized) for scale;

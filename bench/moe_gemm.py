@@ -41,8 +41,8 @@ def _time_ms_alternating(*fns, iters: int = 20, trials: int = 3) -> list[float]:
     """For each fn, mean ms per call over `iters` back-to-back calls, the best of `trials` such runs, the fns'
     trials alternating (a, b, a, b, ...) so that every figure comes from the same stretch of the device's
     state. Every column (the op eager and from a graph, the copy peer, the torch peers) is timed this way, so
-    ratios compare like with like; the best of 3 keeps one slow run (the copy peer varied 3.8-4.2 TB/s
-    between scripts on the H200, reports/measurements/h200-2026-11-30-session3) from moving a ratio."""
+    ratios compare like with like; the best of 3 keeps one slow run (the copy peer read 3.80 TB/s timed
+    once, 4.21-4.24 as the best of 3 on the H200, reports/performance.md) from moving a ratio."""
     for fn in fns:
         fn()
     torch.cuda.synchronize()
@@ -67,7 +67,7 @@ def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
 # torch.cuda.graph's entry calls torch.cuda.empty_cache(); where the caching allocator had blocks to hand back,
 # kernels run 10-15% slower for the next 10-30 ms on the H200 (MXFP8 DSv3-decode 0.300-0.315 ms per call
 # against 0.269, the SM clock steady at 1980 MHz; an empty_cache() alone does the same to eager calls:
-# graph_clock.py and graph_window.py in reports/measurements/h200-2026-12-02-session9). The bench's 3 x 20
+# reports/performance.md). The bench's 3 x 20
 # timed calls fit inside that window, so the op is captured first and timed after SETTLE_S of idle (the
 # previous shape's gigabytes are among the blocks released; 0.5 s is 15x the longest window measured).
 SETTLE_S = 0.5
@@ -78,7 +78,7 @@ def host_us(fn, iters: int = 50, trials: int = 7) -> float:
     inside (the launches queue up; 50 calls of at most 3 kernels stay far below the launch queue's depth),
     the best of `trials`. What an eager caller pays in Python, dispatch, checks and launches per call. The best
     of 7 x 50: with 3 x 30 the same row of the same code moved by up to 7 us between runs on the H200's host
-    (reports/measurements/h200-2026-12-02-session13); the slowest row (MX prefill, about 0.7 ms of device time
+    (reports/performance.md); the slowest row (MX prefill, about 0.7 ms of device time
     per call) then takes about 0.25 s."""
     fn()
     torch.cuda.synchronize()

@@ -153,7 +153,7 @@ def _case(
             live_graphs=live_graphs,
             # On the gpu backend every mode but eager runs the CPU experts while the GPU waits on the host:
             # several such cases at once on one GPU took 12-15 s each on the H200 where one alone takes
-            # 0.1-0.7 s (reports/measurements/h200-2026-12-01-session5), so they run one at a time.
+            # 0.1-0.7 s (reports/performance.md), so they run one at a time.
             exclusive=DEVICE_WAITS,
         )
     )

@@ -308,8 +308,8 @@ def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Cas
     return kept
 
 
-# Workers that may share one GPU. A check is mostly host work (Python, launches, synchronizations: about 8 ms
-# of host time around 0.03 ms of kernels for a small op, reports/measurements/h200-2026-12-01-session2), so
+# Workers that may share one GPU. A check is mostly host work (Python, launches, synchronizations: 4.3-7.3 ms
+# of host time around an op of 0.02-0.035 ms, reports/performance.md), so
 # processes on one GPU overlap their host work; each has its own CUDA context, pools and graphs.
 MAX_WORKERS_PER_GPU = 8
 

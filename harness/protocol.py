@@ -91,7 +91,7 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
 
 # What one check keeps for its second pattern (inputs of every seed, the reference's outputs per B seed): a
 # small op's check made each of them twice, 0.9 ms of a 7.9 ms check for the inputs alone on the H200
-# (reports/measurements/h200-2026-12-01-session3, phase times). Past this many bytes they are made anew per
+# (reports/performance.md). Past this many bytes they are made anew per
 # pattern, as large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
 KEEP_BYTES = 64 << 20
 
@@ -112,8 +112,7 @@ class CheckStore:
 
     def check_callable(self, inputs: dict[str, torch.Tensor]) -> None:
         """The op takes the inputs by name (`_check_callable`), once per check: every pattern passes the same
-        names, and inspect.signature took 50 us a pattern on the H200 (reports/measurements/
-        h200-2026-12-02-session8, call A)."""
+        names, and inspect.signature took 50 us a pattern on the H200 (reports/performance.md)."""
         if not self._callable_checked:
             _check_callable(self._case, inputs)
             self._callable_checked = True
@@ -466,7 +465,7 @@ def _compare_replay(
     # Eager is timed between two marks and not waited for here: the comparisons' batch below is queued
     # after it on the same stream and its one wait covers both (a fault in eager surfaces there, as a
     # device fault). One wait fewer per replay: on an H200 shared by 8 worker processes each wait costs
-    # about 1 ms (reports/measurements/h200-2026-12-02-session6, contention.py).
+    # about 1 ms (reports/performance.md).
     start = be.mark()
     try:
         prepare_inputs(case, eager_inputs)

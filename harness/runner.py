@@ -169,8 +169,8 @@ class _Worker:
 @dataclass
 class StartedWorkers:
     """Worker processes spawned ahead of the run (`start_workers`): they import torch and the case sources
-    while this process loads the same sources and builds, instead of after (each such import took about 9 s
-    on the H200 host with the real-world suite, reports/measurements/h200-2026-12-01-session3)."""
+    while this process loads the same sources and builds, instead of after (each such import took 5.6-7.2 s
+    on the H200 host with 8 workers, reports/performance.md)."""
 
     load: dict[str, Any]
     selector: selectors.BaseSelector
@@ -259,7 +259,7 @@ def run_isolated(
     # One spare worker per GPU (one in all on the CPU), started beside the others, takes the place of a worker
     # that a timeout, a crash or a device fault ended: a new worker spends seconds importing torch and the
     # cases before it can take a case (5.6-7.2 s each on the H200 with 8 workers, three times in every
-    # `make verify`: reports/measurements/h200-2026-12-02-session8, calls B and C). Only where a core is left
+    # `make verify`: reports/performance.md). Only where a core is left
     # for it: on a machine with no more cores than workers its start would slow theirs.
     spare_slots = max(1, min(devices, active)) if active > 1 and (os.cpu_count() or 1) > active else 0
     spares: dict[int, _Worker] = {}
@@ -413,8 +413,7 @@ def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[C
     be left to run one at a time after everything else. Among cases never timed (a first run on the machine)
     a group comes first, its members in their order: its cases cannot overlap, so it is the run's longest
     chain (on the H200 the built-in suite's 32 host-waiting cases took 18 s one after another, and started
-    last they ended a cold run at 56.8 s, the other workers at 38.8-42.0 s: reports/measurements/
-    h200-2026-12-02-session8, call E)."""
+    last they ended a cold run at 56.8 s, the other workers at 38.8-42.0 s: reports/performance.md)."""
     own = {c.name: history.get(c.name, math.inf) for c in cases}
     group: dict[str, float] = {}
     for c in cases:
@@ -435,8 +434,8 @@ def _case_seconds_path() -> Path:
 def slot_seconds(case_seconds: Mapping[str, float], respawns: Mapping[str, float]) -> dict[str, float]:
     """What each case cost its worker slot: its own seconds, plus the start of the worker that replaced the
     one it killed or retired. A timeout control took its 5 s deadline and then held its slot for 5.6 s more
-    while a new worker imported torch and the cases (H200, 8 workers: reports/measurements/
-    h200-2026-12-02-session8, call B); ordered by its own seconds it started mid-run, and the case its
+    while a new worker imported torch and the cases (H200, 8 workers: reports/performance.md); ordered by
+    its own seconds it started mid-run, and the case its
     replacement took next ended the run 5-7 s after every other worker."""
     return {name: seconds + respawns.get(name, 0.0) for name, seconds in case_seconds.items()}
 

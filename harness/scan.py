@@ -53,8 +53,8 @@ from graphsafe.native import gpu_library, host_library
 DENOMINATOR_EPS = 1e-6
 MAX_REPORTED_INDICES = 5
 # Elements per chunk on the CPU: 2^16 float32 values are 256 KiB per input and per temporary, so a chunk's
-# three tensors stay in L2. On the 2-core Xeon of reports/measurements/2026-12-01-harness-speed (one thread,
-# 64 MiB float32): 2^16 -> 112 ms, 2^18 -> 139 ms, 2^20 -> 148 ms, unchunked -> 285 ms.
+# three tensors stay in L2. On a 2-core Xeon (one thread, 64 MiB float32; reports/performance.md):
+# 2^16 -> 112 ms, 2^18 -> 139 ms, 2^20 -> 148 ms, unchunked -> 285 ms.
 CPU_CHUNK_ELEMENTS = 1 << 16
 
 
@@ -294,8 +294,7 @@ def _native_library(out: torch.Tensor, ref: torch.Tensor | None = None) -> Any:
     """The loaded native library for the tensors' device (scan.hip on a GPU, scan_host.cpp on the CPU) when
     both are contiguous arrays on that one device, else None. Asked once per comparison, so it reads the
     tensors' flags (`is_cuda`, `is_cpu`) rather than `device.type`, which costs several times as much
-    (0.45-0.72 us against 0.08-0.1 us on the 2-core build box, torch 2.13:
-    reports/measurements/cpu-2026-12-01-session7-scan)."""
+    (0.45-0.72 us against 0.08-0.1 us on the 2-core build box, torch 2.13: reports/performance.md)."""
     if not out.is_contiguous():
         return None
     if ref is not None and (not ref.is_contiguous() or ref.device != out.device):
@@ -317,8 +316,8 @@ def comparison_pass(t: torch.Tensor) -> str:
 
 
 # torch._C._cuda_getCurrentRawStream(index) is the one C call Triton and Inductor use for the current stream's
-# runtime handle; torch.cuda.current_stream builds a Stream object first (about 10 us a call in
-# reports/measurements/h200-2026-12-01-session2/b_profile_check.txt). Looked up once.
+# runtime handle; torch.cuda.current_stream builds a Stream object first (about 10 us a call on the H200,
+# reports/performance.md). Looked up once.
 _CURRENT_RAW_STREAM = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 

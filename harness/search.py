@@ -18,7 +18,7 @@ declares `sizes={"T": range(1, 257), "E": range(1, 17)}` (a range, or any Hypoth
      hi)`, `st.sampled_from` of ints and their `.map` / `.filter` are swept alike (`sweepable`). Edges such as
      T % 64 == 33 sit at one value in 64 that random draws miss: 40 seeded runs of 300 Hypothesis examples
      over T in 1..256 (K, H beside it) missed T % 64 == 33 in 4, and 100 examples missed it in 25 of 40.
-     With a fake check, 10 seeds each (reports/measurements/cpu-2026-12-01-session7-search), the default
+     With a fake check, 10 seeds each (reports/performance.md), the default
      counts find 33 of 36 listed edge bugs 10 times in 10, among them T % 64 == 33 only where H % 8 == 0 (0
      in 10 with simplest-value lines alone) and T % 128 == 97 in a space written with st.integers (1 in 10
      from Hypothesis's draws alone); two edges inside two ranges at once (T % 32 == 1 with H % 8 == 3: 1 in
@@ -91,10 +91,10 @@ class Budget:
 # 1..4096 and H in 1..8192), T % 128 == 97 at the 133rd (149th; 275th in the large space, found there by
 # Hypothesis's edge draws 2-4 times in 10). A sweep of 170 against 150 with 50 examples found T % 64 == 33 in
 # the large space and on its aligned path there 10 times in 10 instead of 8 and 3, at the same number of checks
-# (reports/measurements/cpu-2026-12-01-session7-search). The counts decide what is explored; the seconds are a
+# (reports/performance.md). The counts decide what is explored; the seconds are a
 # cap for a machine far slower than expected, and a result says when the cap cut a phase short. On the H200
 # with 8 workers (`make verify`) a size's check took 50-140 ms and the searched cases checked 98-196 of their
-# 200 sizes under a 10 s cap (reports/measurements/h200-2026-12-02-session6, call D), so 30 s. nightly explores
+# 200 sizes under a 10 s cap (reports/performance.md), so 30 s. nightly explores
 # forty times as many checks.
 PROFILES: dict[str, Budget] = {
     "default": Budget(examples=30, sweep=170, seconds=30.0, shrink_checks=300),
@@ -106,10 +106,9 @@ PROFILES: dict[str, Budget] = {
 # again with the run's whole protocol (its replays, rebuilds and live graphs), which the result reports.
 EXPLORE_REPLAYS = 1
 # The sweep may spend this share of the time budget; Hypothesis gets the rest (and whatever the sweep left).
-# Most of it: the sweep's points found what random draws missed (reports/measurements/
-# cpu-2026-12-01-session7-search), and the heaviest searched case of the suite, moe_gemm's, took 16-18 s for its
-# 200 sizes under `make verify` on the H200 (reports/measurements/h200-2026-12-01-session7, call D), so its
-# 170 sweep points need more than half of the 30 s cap there.
+# Most of it: the sweep's points found what random draws missed, and the heaviest searched case of the suite,
+# moe_gemm's, took 8.5-18 s for its 200 sizes under `make verify` on the H200 (reports/performance.md), so its
+# 170 sweep points may need half of the 30 s cap there.
 SWEEP_TIME_SHARE = 0.7
 
 

@@ -49,8 +49,8 @@ if torch.cuda.is_available():
             affine_reference,
             expect="timeout",
             # Its deadline is how long one worker, and a GPU context with a kernel that never ends, is held
-            # for it in every run: with 8 workers on one H200 the suite's cases take about 21 s per worker
-            # (reports/measurements/h200-2026-12-01-session7, call A). The spin starts within a second of the
+            # for it in every run: with 8 workers on one H200 the suite's cases phase takes 27-29 s
+            # (reports/performance.md). The spin starts within a second of the
             # case reaching its worker (the library is built before the run), so 5 s is five times that.
             deadline=5,
             note="kernel spins on a flag nobody sets; its watchdog (GRAPHSAFE_SPIN_LIMIT_S, default 600 s) "

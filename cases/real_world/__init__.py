@@ -35,7 +35,7 @@ def installed_library(name: str, module: str) -> bool:
     """Whether `name` is installed, without importing it; when it is not, recorded in SKIPPED and warned as
     optional_library does. For a library the cases import only when their op first runs, because importing
     it costs more than the rest of the suites' loading (torch_geometric: 6-7 s on the H200, most of it
-    torch._dynamo and sympy, reports/measurements/h200-2026-12-01-session4)."""
+    torch._dynamo and sympy, reports/performance.md)."""
     if importlib.util.find_spec(name) is not None:
         return True
     _skip(module, f"{name} is not installed")

@@ -201,9 +201,9 @@ for _nested, _expect, _why in (
             op=functools.partial(_encode, _nested),
             static_inputs=("padding",),
             expect=_expect,
-            # Measured on the H200 (reports/measurements/h200-2026-12-01-final): the padded fast path's replay
-            # differs from eager by float32 rounding (1.7e-7 relative, 328 of 512 elements) while B changes
-            # every element; the kernel choice behind it is not isolated, so replay is held to f32's 1e-5.
+            # Measured on the H200 (reports/performance.md): the padded fast path's replay differs from
+            # eager by float32 rounding (1.2e-7 to 1.8e-7) while B changes every element; the kernel
+            # choice behind it is not isolated, so replay is held to f32's 1e-5.
             replay_tolerance=None if _nested else 1e-5,
             note=f"expected {_expect}: {_why}"
             + (

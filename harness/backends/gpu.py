@@ -465,8 +465,8 @@ class GpuBackend(GraphBackend):
     # The eager pool's context is what torch.cuda.use_mem_pool does on entry and exit (torch/cuda/memory.py:
     # beginAllocateCurrentThreadToPool; endAllocateToPool and releasePool), made as the three C calls it wraps:
     # a check opens and closes it 11 times (around captures and kept allocations), and the generator-based
-    # context manager with its device lookup took 24 us a pair on the H200 (reports/measurements/
-    # h200-2026-12-02-session8, call A: _open_eager + _close_eager 0.27 ms of a 7.4 ms check).
+    # context manager with its device lookup took 24 us a pair on the H200 (_open_eager + _close_eager
+    # 0.27 ms a check, 0.07 ms as the C calls: reports/performance.md).
     def _open_eager(self) -> None:
         if self._eager_pool is None or self._eager_ctx is not None:
             return
@@ -640,7 +640,7 @@ class GpuBackend(GraphBackend):
         returns. When that call throws (an unjoined fork, an invalidated capture) the flag stays set, and every
         later eager random op in the process fails with "Offset increment outside graph capture encountered
         unexpectedly": on the H200 a graph-safe random case checked after platform_fork_unjoined_control on
-        the same worker was reported eager_mismatch (reports/measurements/h200-2026-12-02-session6, call D).
+        the same worker was reported eager_mismatch (test_random_ops_work_after_a_capture_that_did_not_end).
         A case's verdict must not depend on the case before it. clone_state copies seed and offset into a new
         state object, which starts outside capture; the failed graph keeps the old one."""
         generators = [self._device_generator(), *self._op_generators]
@@ -652,7 +652,7 @@ class GpuBackend(GraphBackend):
 
     # ------------------------------------------------------------------------------------------ misc
     def synchronize(self) -> None:
-        # A check synchronizes 11 times (contention.py, reports/measurements/h200-2026-12-02-session6);
+        # A check synchronizes 11 times (reports/performance.md);
         # torch.cuda.synchronize(device) enters a device context in Python around the same C call each time
         # (torch/cuda/__init__.py), so the C call is made directly while this device is current, as it is
         # after __init__'s set_device.
@@ -667,7 +667,7 @@ class GpuBackend(GraphBackend):
         event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
         # The current stream from its C accessor, and its Stream object made once per stream: resolving the
         # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's 11 us on
-        # the H200 (24 marks per check; reports/measurements/h200-2026-12-02-session8, call A).
+        # the H200 (24 marks per check; reports/performance.md).
         stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
         stream = self._streams.get(stream_id)
         if stream is None:

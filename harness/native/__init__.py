@@ -99,7 +99,7 @@ def host_library() -> dict[str, Any]:
         },
         backend="cpu",
         # -O3: GCC vectorizes the scan loop only at -O3 (2-core Xeon, 64 MiB float32, 2 threads: -O2 0.29 of
-        # the copy's bandwidth, -O3 0.67; reports/measurements/cpu-2026-12-01-session2-scan).
+        # the copy's bandwidth, -O3 0.67; reports/performance.md).
         extra_flags=("-O3",),
     )
 

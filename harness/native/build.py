@@ -6,9 +6,9 @@ sources into importable pybind11 modules (``build_extension``) or plain shared l
 ``CUDAPluggableAllocator`` (``build_shared_library``) with nvcc, hipcc or g++. No torch headers are involved:
 a torch C++ extension takes about 60 s for one tiny file, these builds take seconds.
 
-Cold build times per op family (reports/measurements/h200-2026-12-02-session12, "Builds"): on the H200 host
-(16 cores, nvcc 13.0 for sm_90a, g++ 13.3) 5.8-9.8 s per family and 10.4 s for all seven builds at once; the
-pybind11 unit is the longest of every family but moe_gemm's GPU build (its 16-row CUDA-core tiles, 8.5 s). On
+Cold build times per op family (reports/performance.md, `bench/build_times.py`): on the H200 host (16 cores,
+nvcc 13.0 for sm_90a, g++ 13.3) 6.4-11.2 s per family and 12.8 s for all seven builds at once; the longest
+unit is moe_gemm's and moe_combine's dispatcher unit (`<stem>.torch.cpp`), the pybind11 unit elsewhere. On
 the busy 2-core test box moe_gemm's nvcc build takes about 20 s (its units contend for two cores). Every warm
 call is under 1.5 ms, since it only hashes sources and headers (the compiler's ``--version`` is asked once per
 process). tests/test_build.py prints the figures for a tiny module.
@@ -442,9 +442,8 @@ class PlannedBuild:
 
 _PLANNED: dict[str, PlannedBuild] = {}
 # Expected seconds of a cold build per compiler until this machine has timed one (build_seconds.json): the
-# slowest family's wall time with its units compiled at once (reports/measurements/
-# h200-2026-12-01-session3-builds: H200 host g++ 6.8-10.2 s, nvcc sm_90 7.3-9.8 s; the busy 2-core box g++
-# 8-12 s, nvcc 7-24 s, hipcc gfx90a 10.4-12.2 s).
+# slowest family's wall time with its units compiled at once (reports/performance.md: the H200 host g++
+# 7.4-11.2 s, nvcc sm_90a 6.4-11.2 s; the busy 2-core box g++ 8-12 s, nvcc 7-24 s; hipcc taken as g++).
 _DEFAULT_SECONDS = {"cpu": 12.0, "cuda": 20.0, "hip": 12.0}
 
 

@@ -9,13 +9,13 @@
 //
 // Why native: the same clean pass written with torch ops is about eight launches and one host read; on the
 // H200 a 4096-float comparison cost 0.2 ms and a 64 MiB one read at 0.17 of the device's copy bandwidth
-// (reports/measurements/h200-2026-12-01-final, run1_throughput.log). Here: a batch of comparisons is one
+// (reports/performance.md). Here: a batch of comparisons is one
 // kernel launch per 32 comparisons, each comparison's last block writes its result into mapped host memory,
 // and one stream synchronization reads the whole batch; `graphsafe_scan_run` does all of it in one call, so
-// the Python side packs the batch once and makes one foreign call. On the H200 (bench/scan_variants.py and
-// compare_micro.py, reports/measurements/h200-2026-12-01-session7, calls B and C) this call takes 25-28 us for
-// 4096 floats (a copy of them with its synchronization 19-22 us) and 56-59 us for 64 MiB (a copy 46-48 us);
-// compare() around it 48-67 us and 84-99 us, as the host's speed varies between runs.
+// the Python side packs the batch once and makes one foreign call. On the H200 (bench/scan_variants.py,
+// reports/performance.md) this call takes 25-26 us for 4096 floats (a copy of them with its synchronization
+// 19 us) and 56-57 us for 64 MiB (a copy 46 us); compare() around it 34-61 us and 69-89 us, as the host's
+// speed varies between runs (bench/harness_throughput.py).
 //
 // Arithmetic: each element is widened to float32 exactly (bf16 and f16 are subsets of float32), out - ref is
 // one float32 subtraction, as in the torch path (harness/scan.py, "The arithmetic is float32"). Maxima of
@@ -157,9 +157,8 @@ __device__ inline float lane(const uint4& v, int j) {
 }
 
 // The same scan over 16-byte words (4 floats or 8 halves per load) for arrays that start 16-byte aligned:
-// fewer, wider loads keep more bytes in flight per thread (64 MiB float32 on the H200: 0.46 of copy
-// bandwidth with one element per load, reports/measurements/h200-2026-12-01-session2). Elements past the
-// last whole word go through the scalar loop.
+// fewer, wider loads keep more bytes in flight per thread (64 MiB float32 on the H200: 0.83 of a copy's
+// speed, reports/performance.md). Elements past the last whole word go through the scalar loop.
 template <int KIND>
 __device__ void scan_words_body(const void* out, const void* ref, long long n, Slot slot) {
   constexpr int kPerWord = KIND == 0 ? 4 : 8;

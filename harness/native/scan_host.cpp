@@ -6,8 +6,8 @@
 // max|out|), and for two byte arrays whether any byte differs. harness/scan.py decides what the numbers mean.
 //
 // Why native: torch has no fused subtract-and-reduce on the CPU, so the torch path writes each chunk's
-// difference before reducing it; on the 2-core test box a 64 MiB float32 comparison read at 0.36 of the copy's
-// bandwidth that way (reports/measurements/cpu-2026-12-01-harness-speed). One loop that reads each input once
+// difference before reducing it; on the 2-core test box a 64 MiB float32 comparison read at 0.24-0.28 of the
+// copy's bandwidth that way (reports/performance.md). One loop that reads each input once
 // and keeps its maxima in registers is bound by memory reads alone.
 //
 // Arithmetic as in scan.hip and the torch path: each element widened to float32 exactly, one float32

@@ -8,10 +8,9 @@
 // arguments the plan depends on) and looks up the plan. A signature not seen yet goes to the family's Python
 // planner op `graphsafe::_<op>_plan` through the dispatcher: Python refuses bad arguments (ValueError naming
 // the argument and the allowed values, the same checks the fake implementation makes) and returns the plan as
-// a list of ints, which this cache keeps. Python's dispatch of a kernel with this much work in Python cost
-// 19-60 us per eager call on the H200 host (reports/measurements/h200-2026-12-02-session12, bench/moe_gemm.py's
-// host_us; the split in h200-2026-12-02-session6-kernels/run1_diag.txt: key 3.8, output 3.3, dispatcher 6.4
-// and the pybind call 10.5 us of 26.7 for MXFP4 at one row).
+// a list of ints, which this cache keeps. In Python the key, the output's allocation and the dispatch made
+// most of an eager call's host time; through these kernels a one-launch moe_gemm call takes 8.1-14.7 us on
+// the H200 host (bench/moe_gemm.py's host_us, reports/performance.md).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -21,8 +21,7 @@ Translation units (``sources``): a family may split its module, for build speed,
     part may include ``<stem>.hip`` and compile a share of its kernels, which the main source then leaves out
     (it is compiled with ``SPLIT_FLAGS``; moe_gemm.prefill.hip takes the prefill kernels).
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
-times: reports/measurements/h200-2026-12-01-session3-builds (the split's first form, before and after) and
-h200-2026-12-02-session12 (today's units, every family under 10 s on the H200).
+times: reports/performance.md (``bench/build_times.py``; 6.4-11.2 s a family on the H200).
 
 The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
 ``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of

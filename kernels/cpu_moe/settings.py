@@ -74,9 +74,8 @@ PROBE_TOKENS = 2
 # A GPU wait-value has no timeout; the emulated one waits this long before the op reports a hang.
 EMULATED_WAIT_TIMEOUT_S = 30.0
 # close() on a GPU waits this long for the device to drain before its watchdog answers the executor's waits.
-# A decode step's handshake takes about a millisecond (0.6-0.8 ms per replay on the H200,
-# reports/measurements/h200-2026-11-30-session2/cpu_moe_gpu_smoke.txt), so 10 s is only ever reached by a wait
-# that nobody answers.
+# A decode step's layer with its handshake replays in about half a millisecond on the H200 (0.53-0.57 ms,
+# reports/performance.md), so 10 s is only ever reached by a wait that nobody answers.
 CLOSE_DRAIN_S = 10.0
 
 
