@@ -24,6 +24,7 @@ import torch
 
 from graphsafe.kernels.common import quant, routing
 from graphsafe.kernels.moe_gemm import ops as moe_gemm_ops  # importing it registers graphsafe::moe_gemm
+from graphsafe.toolkit import captured_graph, host_us, time_ms
 
 # (name, E, N, K, tokens per expert): Hy4-preview-FP8 gemm1 at TP8 (256 experts / 8 ranks, hidden 6144,
 # moe_intermediate 2048, aiter#5831's bench) and DeepSeek-V3-like shapes (256 experts / 8 ranks = 32 local,
@@ -37,33 +38,6 @@ SHAPES = (
 )
 
 
-def _time_ms_alternating(*fns, iters: int = 20, trials: int = 3) -> list[float]:
-    """For each fn, mean ms per call over `iters` back-to-back calls, the best of `trials` such runs, the fns'
-    trials alternating (a, b, a, b, ...) so that every figure comes from the same stretch of the device's
-    state. Every column (the op eager and from a graph, the copy peer, the torch peers) is timed this way, so
-    ratios compare like with like; the best of 3 keeps one slow run (the copy peer read 3.80 TB/s timed
-    once, 4.21-4.24 as the best of 3 on the H200, reports/performance.md) from moving a ratio."""
-    for fn in fns:
-        fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = [float("inf")] * len(fns)
-    for _ in range(trials):
-        for which, fn in enumerate(fns):
-            start.record()
-            for _ in range(iters):
-                fn()
-            end.record()
-            torch.cuda.synchronize()
-            best[which] = min(best[which], start.elapsed_time(end) / iters)
-    return best
-
-
-def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
-    """`_time_ms_alternating` of one fn."""
-    return _time_ms_alternating(fn, iters=iters, trials=trials)[0]
-
-
 # torch.cuda.graph's entry calls torch.cuda.empty_cache(); where the caching allocator had blocks to hand back,
 # kernels run 10-15% slower for the next 10-30 ms on the H200 (MXFP8 DSv3-decode 0.300-0.315 ms per call
 # against 0.269, the SM clock steady at 1980 MHz; an empty_cache() alone does the same to eager calls:
@@ -71,38 +45,6 @@ def _time_ms(fn, iters: int = 20, trials: int = 3) -> float:
 # timed calls fit inside that window, so the op is captured first and timed after SETTLE_S of idle (the
 # previous shape's gigabytes are among the blocks released; 0.5 s is 15x the longest window measured).
 SETTLE_S = 0.5
-
-
-def host_us(fn, iters: int = 50, trials: int = 7) -> float:
-    """Host microseconds per call: `iters` back-to-back calls timed on the host clock with no synchronisation
-    inside (the launches queue up; 50 calls of at most 3 kernels stay far below the launch queue's depth),
-    the best of `trials`. What an eager caller pays in Python, dispatch, checks and launches per call. The best
-    of 7 x 50: with 3 x 30 the same row of the same code moved by up to 7 us between runs on the H200's host
-    (reports/performance.md); the slowest row (MX prefill, about 0.7 ms of device time
-    per call) then takes about 0.25 s."""
-    fn()
-    torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(trials):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / iters)
-        torch.cuda.synchronize()
-    return best * 1e6
-
-
-def _captured(fn) -> torch.cuda.CUDAGraph:
-    """fn captured in a CUDA graph, as a decode step runs it (no per-call Python dispatch or launch gaps)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()  # warm-up outside capture (module load, allocator)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
 
 
 def _weight_bytes(q: quant.QuantizedWeight) -> int:
@@ -129,10 +71,10 @@ def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
     sizes = torch.full((e,), tpe, dtype=torch.int32, device=dev)
     bmap = routing.block_map_from_group_sizes(sizes, rows, block_m)
     x = torch.randn(rows, k, device=dev).to(torch.bfloat16)
-    graph = _captured(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
+    graph = captured_graph(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
     torch.cuda.synchronize()
     time.sleep(SETTLE_S)
-    gemm_ms, graph_ms = _time_ms_alternating(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m), graph.replay)
+    gemm_ms, graph_ms = time_ms(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m), graph.replay)
     w, s, g = moe_gemm_ops.kn_views(q)
     op_host_us = host_us(lambda: torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, block_m))
     # The same call through the resolved overload (moe_gemm_ops.moe_gemm_op, torch.ops.graphsafe.moe_gemm.default):
@@ -141,18 +83,18 @@ def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
     wbytes = _weight_bytes(q)
     src = torch.empty(wbytes, dtype=torch.uint8, device=dev)
     dst = torch.empty_like(src)
-    copy_ms = _time_ms(lambda: dst.copy_(src))
+    copy_ms = time_ms(lambda: dst.copy_(src))[0]
     copy_gbs = 2 * wbytes / copy_ms / 1e6  # read + write
     weight_gbs = wbytes / gemm_ms / 1e6
-    zeros_ms = _time_ms(lambda: torch.zeros(rows, n, dtype=torch.bfloat16, device=dev))
+    zeros_ms = time_ms(lambda: torch.zeros(rows, n, dtype=torch.bfloat16, device=dev))[0]
     wb = torch.randn(e, k, n, device=dev).to(torch.bfloat16)
     xs = x.view(e, tpe, k)
-    loop_ms = _time_ms(lambda: [xs[i] @ wb[i] for i in range(e)])
+    loop_ms = time_ms(lambda: [xs[i] @ wb[i] for i in range(e)])[0]
     grouped_ms = grouped_host_us = float("nan")
     if hasattr(torch, "_grouped_mm"):
         offs = torch.arange(tpe, rows + 1, tpe, device=dev, dtype=torch.int32)
         try:
-            grouped_ms = _time_ms(lambda: torch._grouped_mm(x, wb, offs=offs))
+            grouped_ms = time_ms(lambda: torch._grouped_mm(x, wb, offs=offs))[0]
             grouped_host_us = host_us(lambda: torch._grouped_mm(x, wb, offs=offs))
         except RuntimeError as exc:  # shape/arch restrictions of the private op
             print(f"  torch._grouped_mm unavailable here: {exc}".splitlines()[0], file=sys.stderr)

@@ -57,8 +57,8 @@ from graphsafe.scan import comparison_pass
 def time_ms(*fns: Callable[[], Any], iters: int = 20, trials: int = 3) -> list[float]:
     """For each fn, mean ms per call over `iters` back-to-back calls, the best of `trials` such runs, the fns'
     trials alternating (a, b, a, b, ...) so that every figure comes from the same stretch of the device's
-    state: ratios then compare like with like, and the best of 3 keeps one slow run (the copy peer moved
-    between 3.8 and 4.2 TB/s from one script to the next on the H200) from moving a ratio. CUDA devices."""
+    state: ratios then compare like with like, and the best of 3 keeps one slow run (the copy peer read 3.80
+    TB/s timed once, 4.21-4.24 as the best of 3 on the H200, reports/performance.md) from moving a ratio."""
     import torch
 
     for fn in fns:
@@ -80,7 +80,9 @@ def time_ms(*fns: Callable[[], Any], iters: int = 20, trials: int = 3) -> list[f
 def host_us(fn: Callable[[], Any], iters: int = 50, trials: int = 7) -> float:
     """Host microseconds per call: `iters` back-to-back calls timed on the host clock with no synchronization
     inside (the launches queue up; 50 calls of a few kernels stay far below the launch queue's depth), the best
-    of `trials`: what an eager caller pays in Python, dispatch, checks and launches per call. CUDA devices."""
+    of `trials`: what an eager caller pays in Python, dispatch, checks and launches per call. Best of 7 x 50:
+    with 3 x 30 one row of the same code moved by up to 7 us between runs on the H200's host
+    (reports/performance.md)."""
     import torch
 
     fn()
