@@ -73,7 +73,7 @@ __device__ __forceinline__ void gs_e2m1x8_to_f16x2(uint32_t word, uint32_t* h) {
 // (gs_decode_chunk_t, ~8 integer/float instructions per weight), 1 the sm_89+ hardware conversion
 // e4m3x2 -> f16x2 then f16 -> f32. f16 holds every e4m3fn value exactly (NaN stays NaN) and f16 -> f32 is
 // exact, so both give the f32 that gs_e4m3fn gives: the CPU twin's bits are kept either way.
-// bench/moe_gemm_variants.cu measures the two (reports/measurements/h200-2026-11-30/README.md). DEC 1 also
+// bench/moe_gemm_variants.cu measures the two (reports/performance.md). DEC 1 also
 // decodes e2m1 (mxfp4, nvfp4) through f16x2 (gs_e2m1x8_to_f16x2), exact like gs_e2m1.
 template <int FMT, int DEC>
 __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float* w) {
@@ -107,15 +107,14 @@ __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float
 }
 
 // ------------------------------------------------------------------------------------------ zero-fill blocks
-// Zero-fill blocks of the CUDA-core, ring and bf16 warpgroup-MMA kernels: gs_moe_gemm_launch adds grid rows
-// past the S slots'; zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass
-// over the map marks the range's rows that a valid slot covers, then the block zeroes the others (what
-// gs_moe_prepare_rows does), so these paths make one launch per call: the second launch cost about 2-3 us of
-// host time per eager call on the H200's host (reports/measurements/h200-2026-12-01-session3-kernels). A block
-// per row instead (a map pass and three barriers each) made the ring path 59-65 us slower at 512 rows (Hy4-TP8
-// 16 tokens, reports/measurements/h200-2026-12-01-session4-kernels run1): those blocks queue for the few SM
-// slots the GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two
-// kinds of block need no order. Every thread of the block calls it.
+// Zero-fill blocks of the CUDA-core, ring and bf16 warpgroup-MMA kernels: gs_moe_gemm_launch adds grid rows past
+// the S slots'; zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass over the map
+// marks the range's rows that a valid slot covers, then the block zeroes the others (what gs_moe_prepare_rows
+// does), so these paths make one launch per call: the second launch cost about 2-3 us of host time per eager call
+// on the H200's host (reports/performance.md). A block per row instead (a map pass and three barriers each) made
+// the ring path 59-65 us slower at 512 rows (Hy4-TP8 16 tokens, DESIGN.md): those blocks queue for the few SM slots
+// the GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two kinds
+// of block need no order. Every thread of the block calls it.
 constexpr int kZeroRows = 64;
 __device__ __forceinline__ void gs_zero_uncovered_rows(const GsMoeArgs& a, int64_t zb, int64_t zn) {
   __shared__ int covered[kZeroRows];

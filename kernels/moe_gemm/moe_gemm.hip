@@ -25,16 +25,16 @@
 //   contiguous and aligned (else element-wise strided loads feed the SAME math). At 1 token per expert it
 //   reads MXFP8 weights at 0.80-0.85 of the H200's copy bandwidth with the sm_89+ e4m3 conversion
 //   (0.32 with the portable decode); at 16 rows per slot its 16 f32 FMAs per weight make it compute-bound
-//   (reports/measurements/h200-2026-11-30-session2).
-// * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8 for slots of more than 4 rows, MXFP4 for
-//   every slot; see gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode;
-//   0.87 of copy bandwidth at 16 tokens per expert, reports/measurements/h200-2026-11-30-session4; MXFP4 from
-//   1 row on) and the shared-memory tile kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or
-//   128 x 256 outputs per CTA; MXFP4 too); both decode e2m1 weights to f16 in registers. In sm_90a builds
-//   (H100 / H200) every prefill slot takes a warpgroup-MMA kernel instead: gs_moe_gemm_wgmma_kernel for bf16,
-//   gs_moe_gemm_wgmma_q_kernel for MXFP8, MXFP4 and block-FP8. All are deterministic but accumulate in the
-//   tensor core's own order: within one bf16 rounding of the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says
-//   which family ran ("tensor_core" or "cuda_core").
+//   (reports/performance.md).
+// * Two tensor-core kernels (CUDA sm_80+, bf16/mxfp8/block_fp8 for slots of more than 4 rows, MXFP4 for every slot;
+//   see gs_moe_gemm_uses_mma): the shared-memory ring kernel for slots of up to 16 rows (decode; MXFP8 0.81-0.85 of
+//   copy bandwidth at 16 tokens per expert, reports/performance.md; MXFP4 from 1 row on) and the shared-memory tile
+//   kernel gs_moe_gemm_prefill_kernel for larger slots (prefill, 64 or 128 x 256 outputs per CTA; MXFP4 too); both
+//   decode e2m1 weights to f16 in registers. In sm_90a builds (H100 / H200) every prefill slot takes a
+//   warpgroup-MMA kernel instead: gs_moe_gemm_wgmma_kernel for bf16, gs_moe_gemm_wgmma_q_kernel for MXFP8, MXFP4
+//   and block-FP8. All are deterministic but accumulate in the tensor core's own order: within one bf16 rounding of
+//   the CUDA-core kernel, not bitwise equal. kernel_path() in the Python op says which family ran ("tensor_core" or
+//   "cuda_core").
 // * On AMD gfx90a/gfx94x/gfx950 the matrix-core (MFMA) kernel takes the tensor-core kernels' slots
 //   (gs_moe_gemm_mfma_kernel; compiled and checked for MFMA instructions, not run: no AMD GPU here).
 //
@@ -77,7 +77,7 @@ int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
 // this file (unit 1) keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They
 // compile at the same time, so the family's cold build takes its longest unit: nvcc sm_90a on the 2-core box,
 // each alone, the 16-row tiles took 8.2 s as one unit and 5.1 / 4.5 s split by format width, the small tiles
-// 5.2 / 4.3 s (reports/measurements/h200-2026-12-02-session12, "Builds"). Compiled alone (unit 0:
+// 5.2 / 4.3 s (reports/performance.md). Compiled alone (unit 0:
 // bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART)
 #if GS_MOE_GEMM_PART < 2 || GS_MOE_GEMM_PART > 6
@@ -217,11 +217,10 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
 constexpr int kDecode = 1;
 
 // Which kernel runs: a matrix-core kernel for slots of more than 4 rows in bf16/mxfp8/block_fp8 with
-// 16-byte-aligned K-contiguous operands on CUDA sm_80+ (mma.sync) or AMD gfx90a/gfx94x/gfx950 (MFMA), and on
-// CUDA sm_80+ for MXFP4 slots of every size (the ring or prefill kernel; the CUDA-core kernel read MXFP4 weights at 0.33
-// of copy bandwidth at 1 token per expert and 0.023 at 16 on the H200, reports/measurements/
-// h200-2026-12-01-eager-host-cost); the bit-exact CUDA-core kernel otherwise. kernel_path() exposes it so
-// tests can state which path produced an output.
+// 16-byte-aligned K-contiguous operands on CUDA sm_80+ (mma.sync) or AMD gfx90a/gfx94x/gfx950 (MFMA), and on CUDA
+// sm_80+ for MXFP4 slots of every size (the ring or prefill kernel; the CUDA-core kernel reads MXFP4 weights at
+// 0.31 of copy bandwidth at 1 token per expert and 0.02 at 16 on the H200, reports/performance.md); the bit-exact
+// CUDA-core kernel otherwise. kernel_path() exposes it so tests can state which path produced an output.
 inline bool gs_moe_gemm_uses_mma(const GsMoeArgs& a, int block_m) {
 #if defined(GS_BACKEND_CUDA)
   return ((block_m > 4 && gs_mma_format(a.fmt)) || a.fmt == GS_FMT_MXFP4) && a.vec_w && a.vec_x &&
@@ -396,7 +395,7 @@ hipError_t gs_moe_gemm_launch_prefill(const GsMoeArgs& a, int block_m, int64_t z
   (void)zero_rows;  // 0 here: gs_moe_gemm_launch zero-fills with gs_moe_prepare_rows for these kernels
   // At 128 rows bf16 and the fp8 formats stage 128 bytes per weight column (bf16 2 chunks, fp8 4; 144 and
   // 195 KB of rings, 1 CTA per SM): DSv3-prefill MXFP8 1.02 ms against 1.26 with 64 bytes, bf16 1.06 against
-  // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/measurements/h200-2026-12-01-session5-kernels run2).
+  // 1.10 (bench/moe_gemm_variants.cu on the H200, reports/performance.md).
   if (block_m >= 128) {
     if (a.fmt == bf16) return gs_launch_prefill<bf16, 2, 2>(a, stream);
     if (a.fmt == mx8) return gs_launch_prefill<mx8, 2, 4>(a, stream);
@@ -514,17 +513,16 @@ hipError_t gs_moe_gemm_launch(const GsMoeArgs& a, int block_m, int zero_unwritte
   if (a.S == 0 || a.N == 0) return hipGetLastError();
 #if defined(GS_BACKEND_CUDA)
   if (mma) {
-    // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the
-    // shared-memory tile kernel (gs_launch_prefill). Ring configuration: 4 warps of 4 n8 tiles, 2 stages and
-    // registers capped for 4 blocks per SM (block_fp8; the sweep's other points are in reports/measurements/
-    // moe_gemm-kernel-design); MXFP8 and MXFP4 take 8 warps capped for 2 blocks (kRingWarpsMxfp8's and
-    // kRingXsMxfp4's notes). bf16 takes 2 tiles so that its 2 stages stay within 48 KB of shared memory, the
-    // size a kernel gets without an opt-in attribute (0.97-0.99 of copy bandwidth at 16 tokens, bench/moe_gemm.py).
-    // MXFP4 takes the ring for slots of up to 16 rows (every decode size: its CUDA-core kernel is slower, see
-    // gs_moe_gemm_uses_mma), in the form kRingXsMxfp4's note gives (XS 2, kRingStagesMxfp4 stages of
-    // gs_ring_chunks(MXFP4) = 8 chunks, 8 warps: 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 decode against
-    // 0.430 / 0.448 for the first ring's XS 0, 4 chunks and 4 warps). zero_rows == 0 means
-    // gs_moe_prepare_rows zero-filled above (or no fill).
+    // Slots of at most 16 rows (decode): the shared-memory ring kernel; larger slots (prefill): the shared-memory
+    // tile kernel (gs_launch_prefill). Ring configuration: 4 warps of 4 n8 tiles, 2 stages and registers capped for
+    // 4 blocks per SM (block_fp8; the sweep's other points are in DESIGN.md); MXFP8 and MXFP4 take 8 warps capped
+    // for 2 blocks (kRingWarpsMxfp8's and kRingXsMxfp4's notes). bf16 takes 2 tiles so that its 2 stages stay
+    // within 48 KB of shared memory, the size a kernel gets without an opt-in attribute (1.02 of copy bandwidth
+    // at 16 tokens, reports/performance.md). MXFP4 takes the ring for slots of up to 16 rows (every decode
+    // size: its CUDA-core kernel is slower, see gs_moe_gemm_uses_mma), in the form kRingXsMxfp4's note gives (XS 2,
+    // kRingStagesMxfp4 stages of gs_ring_chunks(MXFP4) = 8 chunks, 8 warps: 0.631 / 0.684 of copy bandwidth at
+    // Hy4-TP8 / DSv3 decode against 0.429 / 0.448 for the first ring's XS 0, 4 chunks and 4 warps). zero_rows == 0
+    // means gs_moe_prepare_rows zero-filled above (or no fill).
     if (ring) {
       constexpr int bf16 = GS_FMT_BF16, mx8 = GS_FMT_MXFP8, mx4 = GS_FMT_MXFP4, b8 = GS_FMT_BLOCK_FP8;
       if (a.fmt == bf16) return gs_launch_ring<bf16, gs_ring_nt(bf16), kRingStages, 1>(a, stream, zero_rows);

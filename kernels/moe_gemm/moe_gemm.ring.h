@@ -6,14 +6,13 @@
 
 #if defined(GS_BACKEND_CUDA)
 // ------------------------------------------------ tensor-core decode kernel, shared-memory ring (CUDA)
-// Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of 1..16 rows (1 row: 15 of the 16
-// MMA rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8
-// chunks per stage, 8 warps, kRingXsMxfp4's note): 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 1 token per
-// expert and 0.561 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16 (reports/measurements/
-// h200-2026-12-02-session9/call_d). MXFP8 at Hy4-TP8 16 tokens on the H200 in the launcher's form
-// (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with gs_moe_prepare_rows
-// (bench/moe_gemm_variants.cu, reports/measurements/h200-2026-12-02-session9; the variants it beat, a one-tile
-// MMA kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in reports/measurements/moe_gemm-kernel-design).
+// Slots of 5..16 rows: the 16-tokens-per-expert decode step; MXFP4 slots of 1..16 rows (1 row: 15 of the 16 MMA
+// rows are zero; larger slots go to the prefill kernel). MXFP4 on the H200 in the launcher's form (XS 2, 8 chunks
+// per stage, 8 warps, kRingXsMxfp4's note): 0.631 / 0.684 of copy bandwidth at Hy4-TP8 / DSv3 1 token per expert
+// and 0.561 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16. MXFP8 at Hy4-TP8 16 tokens on
+// the H200 in the launcher's form (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with
+// gs_moe_prepare_rows (bench/moe_gemm_variants.cu, reports/performance.md; the variants it beat, a one-tile MMA
+// kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in DESIGN.md).
 // Per block of W warps (W x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
 //    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
@@ -41,16 +40,14 @@ constexpr int kRingStages = 2;
 // At Hy4-TP8 16 tokens on the H200, kernel alone, as fractions of copy bandwidth (bench/moe_gemm_variants.cu,
 // three sweeps): 0.851, 0.820, 0.811 against 0.736, 0.722, 0.721 for 4 warps of 4 tiles capped for 4 blocks,
 // the form block_fp8's ring keeps; 3 stages (0.718) or 2 tiles per warp (0.465-0.658) are slower
-// (reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt, h200-2026-12-02-session8/call_c,
-// h200-2026-12-02-session9/call_a).
+// (reports/performance.md).
 constexpr int kRingWarpsMxfp8 = 8;
 constexpr int kRingMinBlocksMxfp8 = 2;
 // MXFP4's ring: swapped operands with the 2^14 in the f32 scale (XS 2), 8 warps of 4 n8 tiles (256 columns per
 // block), 2 stages of 8 chunks (256 K, 128 bytes per column), registers capped for 2 blocks per SM. The best of
 // bench/moe_gemm_variants.cu's sweeps on the H200, each with the op's gs_moe_prepare_rows launch and checked
-// against the CUDA-core kernel, as fractions of copy bandwidth (rows of 4 warps capped for 4 blocks from
-// reports/measurements/h200-2026-12-02-session6-kernels/run1_variants.txt; the 8-warp row and its 4-warp
-// twin in the same run from h200-2026-12-02-session9/call_d):
+// against the CUDA-core kernel, as fractions of copy bandwidth (reports/performance.md; the 8-warp row and
+// its 4-warp twin from one run):
 //   form                                 Hy4-TP8 1 token  DSv3 1 token  Hy4-TP8 16 tokens
 //   XS 0, 4 chunks                       0.429            0.448         0.418
 //   XS 1, 4 chunks                       0.544            0.564         0.494
@@ -62,7 +59,7 @@ constexpr int kRingMinBlocksMxfp8 = 2;
 // 3 or 4 stages of 4 chunks, 2 n8 tiles per warp, a cap for 3 blocks per SM, and 8 warps with 4 chunks, 3
 // stages or 2 tiles per warp measured 0.431-0.588 in the same runs. Slots of 2..15 rows take the same kernel
 // (not timed at those sizes). Every one of these forms has the ALU pipe as its busiest under Nsight Compute
-// (53-65%, this one 63%; h200-2026-12-02-session9/call_f): the e2m1 decode's shifts, masks and permutes bound it.
+// (53-65%, this one 63%; reports/performance.md): the e2m1 decode's shifts, masks and permutes bound it.
 constexpr int kRingNtMxfp4 = 4;
 constexpr int kRingWarpsMxfp4 = 8;
 constexpr int kRingMinBlocksMxfp4 = 2;
@@ -112,15 +109,14 @@ constexpr int gs_ring_smem_bytes() {
 // launcher's are in gs_moe_gemm_launch (W 4; MXFP8 and MXFP4 8: kRingWarpsMxfp8, kRingWarpsMxfp4);
 // bench/moe_gemm_variants.cu instantiates others to measure them.
 //
-// x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings
-// stage st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled
-// f16 x gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the
-// weights (bf16 at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, reports/measurements/
-// h200-2026-12-01-session4-kernels; whether the ring costs the fp8 path is open there). Grid rows past the S
-// slots' are zero-fill blocks (gs_zero_uncovered_rows) when the launcher passes them: the bf16 ring is then
-// one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway, which zero-fills).
-// Converting x inside this kernel instead (every column block of a slot converting the slot's rows again)
-// measured 20-35% slower for MXFP8 and MXFP4 (same folder), so the f16 x stays a separate pass.
+// x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings stage
+// st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled f16 x
+// gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the weights (bf16
+// at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, reports/performance.md; whether the ring costs the fp8 path was not
+// measured). Grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows) when the launcher passes
+// them: the bf16 ring is then one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway,
+// which zero-fills). Converting x inside this kernel instead (every column block of a slot converting the slot's
+// rows again) measured 20-35% slower for MXFP8 and MXFP4 (DESIGN.md), so the f16 x stays a separate pass.
 //
 // XS (MXFP4: 1 or 2, kRingXsMxfp4 picks the launcher's, 2; MXFP8: 1, bench/moe_gemm_variants.cu only): the operands
 // swap, out^T = W^T x^T. The decoded weights are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the
@@ -131,9 +127,9 @@ constexpr int gs_ring_smem_bytes() {
 // decoded word: 14 decode, 2 HMMA, 4 FFMA, 2 for the scales, 8-10 register moves for the A fragments, loads and
 // the chunk bound; at 1 row per slot 15 of its 16 MMA rows are zero. XS 2's loop holds about 18 (71 per chunk
 // of 4 words: 7 + 4 decode per word, 1 HMMA, 2 FFMA, 1 for the scales). A NumPy model of both forms' fragment,
-// pair-order, scale and 2^14 arithmetic (xs_model.py in reports/measurements/h200-2026-12-02-session6-kernels)
-// matches an f64 reference; on the H200 XS 1 and 2 match the CUDA-core kernel at both decode shapes and 16 tokens
-// (same folder, run1_variants.txt; timings in kRingXsMxfp4's note).
+// pair-order, scale and 2^14 arithmetic matches an f64 reference (DESIGN.md); on the H200 XS 1 and 2 match the
+// CUDA-core kernel at both decode shapes and 16 tokens (bench/moe_gemm_variants.cu checks it; timings in
+// kRingXsMxfp4's note).
 template <int FMT, int NT, int S, int MINB = 1, int W = kMmaWarps, int UC = gs_ring_chunks(FMT), int XS = 0>
 __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMoeArgs a) {
   static_assert(XS == 0 || ((FMT == GS_FMT_MXFP4 || (FMT == GS_FMT_MXFP8 && XS == 1)) && NT % 2 == 0),
@@ -290,8 +286,7 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       // with 0, or a NaN/2^-127 scale) decodes each scale with gs_e8m0 instead of the shift. The MX chunks'
       // f32 partials are independent MMAs from zero: folding MXFP4's scale into its f16 weights and
       // accumulating in place (one MMA chain per tile, the prefill kernel's MXFP8 fast path) measured 5-13%
-      // slower in the ring on the H200 (run2 against run1 of reports/measurements/
-      // h200-2026-12-01-session3-kernels).
+      // slower in the ring on the H200 (DESIGN.md).
       auto chunks = [&](auto exact_tag) {
         constexpr bool kExact = decltype(exact_tag)::value;
         static_cast<void>(kExact);  // read only by the MX instantiations

@@ -36,13 +36,13 @@
 //    takes it with acc = fmaf(c, s, acc).
 // Deterministic: a fixed order per output element, no atomics. Slots' rows past the slot read zeros (cp.async
 // zero-fill) and m16 tiles wholly past it are skipped (a warp whose 64 rows all lie past it only copies).
-// Measured (H200, DeepSeek-like 32 x 4096 x 7168, 128 tokens per expert, bench/moe_gemm.py; reports/measurements/
-// h200-2026-12-01-session5-kernels run2): block_m 128 (MW = 2) mxfp8 1.06 ms, bf16 1.12, block_fp8 1.42, mxfp4
-// 1.14; block_m 64 (MW = 1) 1.36 / 1.25 / 1.61 / 1.31; against
-// 0.53 ms for torch._grouped_mm on bf16: 170-230 TFLOP/s, still under half of it. The per-m16-tile branches
-// between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms, run1 and run2 there), so only a slot's
-// last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32 partial per chunk).
-// Where the time goes (Nsight Compute at DSv3-prefill, reports/measurements/h200-2026-12-02-session9/call_b):
+// Measured (H200, sm_90 build, DeepSeek-like 32 x 4096 x 7168, 128 tokens per expert, bench/moe_gemm.py;
+// reports/performance.md): block_m 128 (MW = 2) mxfp8 1.06 ms, bf16 1.12, block_fp8 1.42, mxfp4 1.14; block_m 64
+// (MW = 1) 1.36 / 1.25 / 1.61 / 1.31; against 0.53 ms for torch._grouped_mm on bf16: 170-230 TFLOP/s, still under
+// half of it. The per-m16-tile branches between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms,
+// DESIGN.md), so only a slot's last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32
+// partial per chunk).
+// Where the time goes (Nsight Compute at DSv3-prefill, reports/performance.md):
 // the launcher's tilings run 8 warps per SM (244-255 registers: 128 accumulators per thread; the fp8 and MXFP4
 // forms spill besides; tilings with larger rings fit 4), issue an instruction in 35-44% of cycles (26-28% at 4
 // warps) and keep the tensor pipe 26-36% busy. bf16, which does not spill, is no busier than MXFP8: two warps

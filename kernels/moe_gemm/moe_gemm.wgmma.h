@@ -19,11 +19,11 @@
 // (mma.sync's synchronous tiles kept the tensor pipe 26-36% busy, the prefill kernel's note). Deterministic:
 // each output element accumulates its K in a fixed order; rows past the slot read zeros. Checked on the H200
 // against the CPU twin (tests/test_moe_gemm_ops.py: partial tiles, odd N, K tails, NaN weights and rows, 200-row
-// slots) and under compute-sanitizer memcheck (reports/measurements/h200-2026-12-02-session10).
-// DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu and bench/moe_gemm.py, same folder): 0.510-0.535 ms
-// in the launcher's 128-row form in calls A-C (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s) and 0.548-0.568 in
-// calls G-H, against 1.06-1.07 for the mma.sync tile kernel and 0.519-0.529 for torch._grouped_mm in the same
-// runs; 64-row slots 0.67-0.70 ms (the weights are staged once per 64 rows).
+// slots) and under compute-sanitizer memcheck.
+// DSv3-prefill bf16 on the H200 (bench/moe_gemm_variants.cu and bench/moe_gemm.py, reports/performance.md):
+// 0.510-0.568 ms in the launcher's 128-row form (0.83-0.86 of copy bandwidth, 450-470 TFLOP/s at 0.510-0.535),
+// against 1.06-1.07 for the mma.sync tile kernel and 0.519-0.529 for torch._grouped_mm in the same runs; 64-row
+// slots 0.67-0.70 ms (the weights are staged once per 64 rows).
 // A form that converted MXFP8 weights per stage into bf16 in shared memory (with the E8M0 scale) measured no
 // faster than the mma.sync kernel (0.997-1.127 against 1.028 ms at DSv3-prefill) and latency-bound under Nsight
 // Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_q_kernel (moe_gemm.wgmma_q.h) instead.
@@ -32,7 +32,7 @@ constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
 // 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against
 // 0.0335-0.0337 ms at small-K-MoE. 64-row slots: 128 columns, 4 stages, 2 CTAs per SM (97 KB each): 0.0275 ms
 // at small-K-MoE against 0.0290-0.0295 for one CTA of 256 columns and 4-5 stages or of 128 and 8; at DSv3-prefill
-// in 64-row slots 0.674 against 0.670-0.683 (reports/measurements/h200-2026-12-02-session10, calls A and B).
+// in 64-row slots 0.674 against 0.670-0.683 (reports/performance.md).
 constexpr int kWgN = 256;
 constexpr int kWgStages = 4;
 constexpr int kWgN64 = 128;

@@ -27,33 +27,32 @@
 // gs_moe_gemm_wgmma_kernel; the weights' 16-byte pieces are swizzled so that the A reads of a warp hit distinct
 // banks.
 // Measured on the H200 at DSv3-prefill in 128-row slots (bench/moe_gemm_variants.cu), the launcher's forms:
-// block-FP8 0.589-0.592 ms against 1.388 for the mma.sync tile kernel (reports/measurements/
-// h200-2026-12-02-session11, calls B, C, G); MXFP8 0.676 (fast form alone 0.634) and MXFP4 0.676 (0.636) with 3
-// warpgroups per CTA, against 0.750 / 0.774 with 2 in the same runs (h200-2026-12-02-session12, call E).
-// The variants measured and dropped are in reports/measurements/moe_gemm-kernel-design.
+// block-FP8 0.589-0.592 ms against 1.388 for the mma.sync tile kernel; MXFP8 0.676 (fast form alone 0.634) and
+// MXFP4 0.676 (0.636) with 3 warpgroups per CTA, against 0.750 / 0.774 with 2 in the same runs
+// (reports/performance.md). The variants measured and dropped are in DESIGN.md.
 constexpr int kWqCols = 128;  // block-FP8's scale block, the columns of its CTAs (2 warpgroups)
 // NWG: warpgroups per CTA, 64 weight columns each; block-FP8 takes 2 (one scale block per CTA). kWqGroupsMx: the
 // launcher's for MXFP8 and MXFP4 at 128 rows. With 2 the kernel is latency-bound: 8 warps per SM (registers and
-// shared memory each allow one CTA), 0.52 of 2 warps per scheduler eligible, issue slots 40% busy, the tensor
-// pipe 37% (Nsight Compute, MXFP8 fast form, reports/measurements/h200-2026-12-02-session12, call D); 3 gives
-// 12 warps per SM at a cap of 168 registers (the fast forms fit; the exact forms spill 44-168 bytes), at a cost
-// of partial column tiles (DSv3's 4096 columns are 21.3 tiles of 192): DSv3-prefill 0.676 ms for both the MXFP8
-// and the MXFP4 pair against 0.750 / 0.774 with 2, fast forms alone 0.612-0.644 at 4-6 stages (call E). At 64
-// rows the kernel keeps 2 warpgroups and 2 CTAs per SM (3 would cap registers at 85).
+// shared memory each allow one CTA), 0.52 of 2 warps per scheduler eligible, issue slots 40% busy, the tensor pipe
+// 37% (Nsight Compute, MXFP8 fast form, reports/performance.md); 3 gives 12 warps per SM at a cap of 168 registers
+// (the fast forms fit; the exact forms spill 44-168 bytes), at a cost of partial column tiles (DSv3's 4096 columns
+// are 21.3 tiles of 192): DSv3-prefill 0.676 ms for both the MXFP8 and the MXFP4 pair against 0.750 / 0.774 with 2,
+// fast forms alone 0.612-0.644 at 4-6 stages. At 64 rows the kernel keeps 2 warpgroups and 2 CTAs per SM (3 would
+// cap registers at 85).
 constexpr int kWqGroupsMx = 3;
-// Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's),
-// kWqFast (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the
-// scale goes into the f16 weights and every MMA accumulates in place), kWqRest (only the other CTAs, exactly)
-// and kWqAuto (every CTA, in the form its scan chose: both forms' code in one kernel, its registers the larger
-// form's). For MXFP8 and MXFP4 the launcher runs kWqAuto up to kWqAutoMaxK and kWqFast then kWqRest above it: the
-// second launch costs a fixed few microseconds (a launch, and CTAs that scan and exit), the one-launch kernel a
-// share of every MMA stage. On the H200 (reports/measurements/h200-2026-12-03-session16): kernels alone, both
-// forms in one run (bench/moe_gemm_variants.cu, call D), one launch / pair in ms, MXFP8 and MXFP4:
+// Forms: kWqExact (every CTA; MX: each chunk's f32 partial times its scale; block-FP8: each 128-K block's), kWqFast
+// (MX only: only CTAs whose every column's E8M0 bytes, 255 aside, span at most the format's window: the scale goes
+// into the f16 weights and every MMA accumulates in place), kWqRest (only the other CTAs, exactly) and kWqAuto
+// (every CTA, in the form its scan chose: both forms' code in one kernel, its registers the larger form's). For
+// MXFP8 and MXFP4 the launcher runs kWqAuto up to kWqAutoMaxK and kWqFast then kWqRest above it: the second launch
+// costs a fixed few microseconds (a launch, and CTAs that scan and exit), the one-launch kernel a share of every
+// MMA stage. On the H200 (reports/performance.md): kernels alone, both forms in one run
+// (bench/moe_gemm_variants.cu), one launch / pair in ms, MXFP8 and MXFP4:
 //   64-row CTAs   K 512: 0.0290 / 0.0324, 0.0259 / 0.0295   K 7168: 0.8430 / 0.7877, 0.8342 / 0.8052
 //   128-row CTAs  K 512: 0.0468 / 0.0478, 0.0422 / 0.0441   K 7168: 0.7418 / 0.6425, 0.7469 / 0.6430
 // Lines through each pair of points cross near K 600 (128 rows) and K 900-1250 (64 rows), so the threshold is the
 // measured K 512. The op at small-K-MoE (K 512, 64 rows) from a graph: MXFP8 0.0329-0.0331 ms against the pair's
-// 0.0356-0.0357, MXFP4 0.0309-0.0312 against 0.0339-0.0342 (bench/moe_gemm.py, both trees in call C).
+// 0.0356-0.0357, MXFP4 0.0309-0.0312 against 0.0339-0.0342 (bench/moe_gemm.py, both trees in one run).
 // Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
 // f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
 // multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
@@ -67,12 +66,11 @@ constexpr int kWqTopE4m3 = 7;
 constexpr int kWqWindowE4m3 = 21;
 constexpr int kWqTopE2m1 = 1;
 constexpr int kWqWindowE2m1 = 24;
-// The launcher's forms, measured at DSv3-prefill (bench/moe_gemm_variants.cu, reports/measurements/
-// h200-2026-12-02-session11, call A; h200-2026-12-02-session12, call E): at 128 rows of x, MX formats 5 stages
-// (3 warpgroups: 150 KB with e4m3; fast forms at 4 / 5 / 6 stages MXFP8 0.644 / 0.634 / 0.628 ms, MXFP4 0.612 /
-// 0.636 / 0.637, the pairs measured at 5 only), block-FP8 6 (0.592 against 0.618 at 4); at 64 rows
-// 4 stages, 2 CTAs per SM (69 KB each with e4m3; block-FP8 0.656 ms against 0.647 at 6 stages and 0.933 at 4
-// stages with 1 CTA per SM; small-K-MoE 0.0231 against 0.0236).
+// The launcher's forms, measured at DSv3-prefill (bench/moe_gemm_variants.cu, reports/performance.md): at 128 rows
+// of x, MX formats 5 stages (3 warpgroups: 150 KB with e4m3; fast forms at 4 / 5 / 6 stages MXFP8 0.644 / 0.634 /
+// 0.628 ms, MXFP4 0.612 / 0.636 / 0.637, the pairs measured at 5 only), block-FP8 6 (0.592 against 0.618 at 4); at
+// 64 rows 4 stages, 2 CTAs per SM (69 KB each with e4m3; block-FP8 0.656 ms against 0.647 at 6 stages and 0.933 at
+// 4 stages with 1 CTA per SM; small-K-MoE 0.0231 against 0.0236).
 constexpr int kWqStages = 5;
 constexpr int kWqStagesBlock = 6;
 constexpr int kWqStages64 = 4;
@@ -161,12 +159,11 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
     // shares), with byte-wise min / max per 32-bit word (255 left out of both: of the min as
     // the sentinel it is, of the max by a mask). Both launches of the pair scan, and the exact form's launch,
     // whose CTAs nearly all exit after it, cost 0.042 ms of the MXFP8 pair's 0.676 at DSv3-prefill with 4-byte
-    // loads (7 dependent rounds of 8 loads there; reports/measurements/h200-2026-12-02-session12, call E).
-    // With 16-byte loads the op from a graph at DSv3-prefill (bench/moe_gemm.py, gs_moe_prepare_rows included)
-    // took 0.683 / 0.684 ms for MXFP8 against 0.716 with 4-byte loads in the same run, MXFP4 0.666 / 0.667
-    // against 0.694 / 0.701, small-K-MoE unchanged (h200-2026-12-02-session14, call D); spreading the scan over
-    // every thread with shared atomics per column measured 0.022 ms faster there but 0.0024 ms slower at
-    // small-K-MoE (call C).
+    // loads (7 dependent rounds of 8 loads there). With 16-byte loads the op from a graph at DSv3-prefill
+    // (bench/moe_gemm.py, gs_moe_prepare_rows included) took 0.683 / 0.684 ms for MXFP8 against 0.716 with
+    // 4-byte loads in the same run, MXFP4 0.666 / 0.667 against 0.694 / 0.701, small-K-MoE unchanged
+    // (reports/performance.md); spreading the scan over every thread with shared atomics per column measured
+    // 0.022 ms faster there but 0.0024 ms slower at small-K-MoE (DESIGN.md).
     int fits = 1;
     if (tid < kCols) {
       uint32_t lo4 = ~0u, hi4 = 0u;
@@ -306,7 +303,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
           // conversion, measured wrong or serialized: ptxas either serializes every wgmma (its C7513 note, "non
           // wgmma instructions defining input registers of a wgmma between start and end of the pipeline stage")
           // or, where MMAs stayed in flight across a branch, let them through with wrong sums (H200,
-          // reports/measurements/h200-2026-12-02-session11, call A).
+          // DESIGN.md).
           gs_wgmma_wait<0>();
           [[maybe_unused]] const bool block_start = kt % 2 == 0;  // block-FP8: a 128-K block begins
           uint32_t f[2][2][4];  // [chunk][k16 step][register]
@@ -339,7 +336,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
           };
           // e2m1 forms both chunks' multipliers before converting either, e4m3 each chunk's just before its
           // conversion: at DSv3-prefill the fast forms took 0.726 ms against 0.750-0.758 the other way (MXFP4) and
-          // 0.684 against 0.761 (MXFP8) (reports/measurements/h200-2026-12-02-session11, calls B, C, F, G).
+          // 0.684 against 0.761 (MXFP8) (reports/performance.md).
           if constexpr (kE2m1) {
             multipliers(0);
             multipliers(1);
