@@ -50,7 +50,8 @@
 //   moe_gemm.wgmma.h      the warpgroup-MMA instructions and the bf16 prefill kernel (sm_90a)
 //   moe_gemm.wgmma_q.h    the warpgroup-MMA prefill kernel for MXFP8, MXFP4 and block-FP8 (sm_90a)
 //   moe_gemm.mfma.h       the matrix-core kernel (AMD)
-// The build cache's key hashes every header of this folder (harness/native/build.py, "Cache key").
+// The build cache's key hashes every header of this folder (harness/native/build.py, "Cache key"). DESIGN.md
+// (this folder) gives the launch rules' reasons and the designs measured and not kept.
 #include "moe_gemm.formats.h"
 
 // ------------------------------------------------------------------------------------------ entry points
