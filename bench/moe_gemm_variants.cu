@@ -213,7 +213,7 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
     RING4(2, 2, 4, 4, 2);
     RING4(4, 2, 3, 4, 2);
     // Narrower tiles with 8 chunks and more blocks per SM: at Hy4-TP8 decode NT 4 makes 512 blocks, one wave of
-    // 4 per SM (16 warps), against 1024 at DSv3 (0.603 against 0.666 of copy bandwidth in session 6's run1).
+    // 4 per SM (16 warps), against 1024 at DSv3 (0.603 against 0.666 of copy bandwidth, reports/performance.md).
     RING4(2, 2, 4, 8, 2);
     RING4(2, 2, 6, 8, 2);
     RING4(2, 2, 8, 8, 2);

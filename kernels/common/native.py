@@ -23,9 +23,10 @@ Translation units (``sources``): a family may split its module, for build speed,
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
 times: reports/performance.md (``bench/build_times.py``; 6.4-11.2 s a family on the H200).
 
-The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
-``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of
-the family folder is hashed into a define: editing any of them rebuilds the family's modules.
+The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` or header may
+include its ``.hip`` (moe_gemm.entry.h, in moe_gemm's binding units, takes the entry points' declarations
+that way), which is no header, so every source file of the family folder is hashed into a define: editing any
+of them rebuilds the family's modules.
 """
 
 from __future__ import annotations
