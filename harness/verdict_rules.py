@@ -166,7 +166,7 @@ def _finding(
     if not comparisons:  # eager's own output holds NaN/poison and there is no reference to compare with
         scans = [_scan_unwritten(e, 0.0) for e in eager_out]
         i = next((k for k, c in enumerate(scans) if c.uninitialized), 0)
-        values = [("eager", eager_out[i]), ("graph", graph_out[i])]
+        values: list[tuple[str, torch.Tensor | None]] = [("eager", eager_out[i]), ("graph", graph_out[i])]
         return F.measure_unwritten(detector, "eager output", labels[i], count, eager_out[i], values)
     i = _worst_index(list(comparisons))
     actual, expected, _ = pairs[i]
