@@ -79,13 +79,13 @@ CAUSES: tuple[Cause, ...] = (
         GRAPH_VS_REFERENCE,
         "the graph replays a value frozen at capture (see graph_vs_eager), or replay and eager are both "
         "wrong after A ran",
-        "as for graph_vs_eager; run `graphsafe repro` and compare the replay table's eager and graph errors",
+        "as for graph_vs_eager; run graphsafe repro and compare the replay table's eager and graph errors",
     ),
     Cause(
         V.STALE_REPLAY,
         "",
         "the graph replays something fixed at capture",
-        "read the replay table with `graphsafe repro`; keep changing values in device tensors",
+        "read the replay table with graphsafe repro; keep changing values in device tensors",
     ),
     Cause(
         V.UNINITIALIZED,
@@ -113,13 +113,13 @@ CAUSES: tuple[Cause, ...] = (
         V.EAGER_MISMATCH,
         EXCEPTION,
         "the op raised when called eagerly",
-        "fix the line named above; `graphsafe repro` reruns the case with the same seeds",
+        "fix the line named above; graphsafe repro reruns the case with the same seeds",
     ),
     Cause(
         V.EAGER_MISMATCH,
         "",
         "the op is wrong without any graph (or the reference, or its tolerance, is)",
-        "fix the op first: `graphsafe repro` shows eager against the reference; if the op is right, fix "
+        "fix the op first: graphsafe repro shows eager against the reference; if the op is right, fix "
         "the reference or set Case.tolerance with a note saying why",
     ),
     Cause(
@@ -154,14 +154,14 @@ CAUSES: tuple[Cause, ...] = (
         V.CRASH,
         "",
         "the process running the case died (a segfault, an abort, an illegal address or device-side assert)",
-        "rerun with `graphsafe repro ... --no-isolate` under compute-sanitizer or gdb; the worker's last "
+        "rerun with graphsafe repro ... --no-isolate under compute-sanitizer or gdb; the worker's last "
         "stderr lines are above",
     ),
     Cause(
         V.TIMEOUT,
         "",
         "the case ran past its deadline: a hang (a host wait on device work that never comes) or a slow case",
-        "rerun with `graphsafe repro`; if it is only slow, raise Case.deadline or --deadline",
+        "rerun with graphsafe repro; if it is only slow, raise Case.deadline or --deadline",
     ),
     Cause(
         V.FALLBACK_EAGER,
@@ -179,9 +179,10 @@ CAUSES: tuple[Cause, ...] = (
 
 
 def cause_for(verdict: str, detector: str) -> Cause | None:
-    """The first row of CAUSES for this verdict and detector (a row with detector "" matches any)."""
+    """The first row of CAUSES for this verdict and detector (a row with detector "" matches any; detector ""
+    takes the verdict's first row)."""
     for cause in CAUSES:
-        if cause.verdict == verdict and cause.detector in ("", detector):
+        if cause.verdict == verdict and (not detector or cause.detector in ("", detector)):
             return cause
     return None
 
@@ -281,9 +282,18 @@ def _share(count: int, total: int) -> str:
     return f"{count} / {total} ({100.0 * count / total:.1f}%)" if total else f"{count} / 0"
 
 
+# The first line of a value finding: what differed from what.
+WHAT_DIFFERED = {
+    HIDDEN_STATE: "eager on B after the op ran on A differs from eager on B before the op saw A: state leaked "
+    "from A into later calls",
+    GRAPH_VS_EAGER: "the graph replay on B differs from eager on B",
+    GRAPH_VS_REFERENCE: "the graph replay on B differs from the reference (eager on B agrees with it)",
+    EAGER_VS_REFERENCE: "eager on B differs from the reference",
+}
+
+
 def measure(
     detector: str,
-    compared: str,
     label: str,
     count: int,
     actual: torch.Tensor,
@@ -291,15 +301,15 @@ def measure(
     comparison: Comparison,
     values: Sequence[tuple[str, torch.Tensor | None]],
 ) -> Finding:
-    """The finding of an output that differs from what it is compared with (`compared`: "graph replay vs
-    eager", ...): mismatched elements, the greatest absolute and relative difference against what the
-    threshold allows, and the first mismatching index with each of `values` there (graph, eager, reference)."""
-    lines = [_output_line(label, count, actual)]
+    """The finding of an output that differs from what `detector` compared it with: mismatched elements, the
+    greatest absolute and relative difference against what the threshold allows, and the first mismatching
+    index with each of `values` there (graph, eager, reference)."""
+    lines = [WHAT_DIFFERED.get(detector, detector), _output_line(label, count, actual)]
     first = ""
     with unpoisoned():
         a, e = actual.detach(), expected.detach()
         if a.shape != e.shape or a.dtype != e.dtype:
-            lines.append(f"{compared}: {comparison.detail}")
+            lines.append(comparison.detail)
             return Finding(detector, lines, label, comparison.mismatches)
         if a.is_complex():
             a, e = torch.view_as_real(a.resolve_conj()), torch.view_as_real(e.resolve_conj())
@@ -319,13 +329,13 @@ def measure(
         rel_max = float(rel.amax()) if rel.numel() else 0.0
     threshold = comparison.threshold
     if threshold == 0.0:
-        rule, allowed = "bit-exact", "up to 0 allowed: bit-exact"
+        rule, allowed = "bit-exact equality required", "up to 0 allowed"
     else:
         bound = threshold * (peak_ref + DENOMINATOR_EPS)
         rule = f"threshold {threshold:g}"
         allowed = f"up to {bound:.3g} allowed: threshold {threshold:g} x max|expected| {peak_ref:.3g}"
     error = "inf (NaN/Inf found)" if math.isinf(comparison.error) else f"{comparison.error:.6g}"
-    lines.append(f"{compared}: error {error} against {rule} (error = max|difference| / max|expected|)")
+    lines.append(f"error {error}, {rule} (error = max|difference| / max|expected|)")
     lines.append(f"Mismatched elements: {_share(comparison.mismatches, a.numel())}")
     lines.append(f"Greatest absolute difference: {abs_max:.6g} ({allowed})")
     lines.append(f"Greatest relative difference: {rel_max:.6g}")
@@ -444,7 +454,8 @@ def finding_lines(verdict: str, expected: str, rows: Sequence[Mapping[str, Any]]
         _text(row.get("detector")),
     )
     lines = []
-    if detail:
+    # A value finding opens with what differed and measures it; the detail would only say it again shorter.
+    if detail and not _text(row.get("output")):
         first, _, rest = detail.partition("\n")
         lines.append(_shorten(first))
         if not finding and rest:  # a crash's quoted stderr: its last lines
@@ -468,12 +479,18 @@ def _default_detector(verdict: str) -> str:
 
 
 def failure_block(
-    case: str, verdict: str, expected: str, rows: Sequence[Mapping[str, Any]], repro: str = ""
+    case: str,
+    verdict: str,
+    expected: str,
+    rows: Sequence[Mapping[str, Any]],
+    repro: str = "",
+    finding: Sequence[str] | None = None,
 ) -> list[str]:
-    """A failing case as the terminal and the pytest failure show it: a heading, the finding indented, the
-    command that reproduces it."""
+    """A failing case as the terminal and the pytest failure show it: a heading, the finding indented (given,
+    or from `rows`), the command that reproduces it."""
     lines = [f"FAIL {case}: {verdict}, expected {expected}"]
-    lines += [f"  {line}" for line in finding_lines(verdict, expected, rows)]
+    shown = finding if finding is not None else finding_lines(verdict, expected, rows)
+    lines += [f"  {line}" for line in shown]
     if repro:
         lines.append(f"  reproduce: {repro}")
     return lines

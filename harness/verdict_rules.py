@@ -161,8 +161,8 @@ def _finding(
     """The finding of a failing row (graphsafe.findings): the output the deciding check found worst, measured."""
     count = len(eager_out)
     labels = F.output_labels(result, count)
-    if detector == F.INPUT_MODIFIED:
-        return F.Finding(detector, [f"inputs written by the op: {', '.join(modified)}"])
+    if detector == F.INPUT_MODIFIED:  # the detail names the inputs
+        return F.Finding(detector)
     if not comparisons:  # eager's own output holds NaN/poison and there is no reference to compare with
         scans = [_scan_unwritten(e, 0.0) for e in eager_out]
         i = next((k for k, c in enumerate(scans) if c.uninitialized), 0)
@@ -174,17 +174,12 @@ def _finding(
     if detector == F.HIDDEN_STATE:
         assert fresh is not None
         values = [("eager on B after A", eager_out[i]), ("eager on B before A", fresh[i]), ("reference", ref)]
-        compared = "eager on B after the op saw A vs eager on B before"
     else:
         values = [("graph", graph_out[i]), ("eager", eager_out[i]), ("reference", ref)]
-        compared = {
-            F.EAGER_VS_REFERENCE: "eager vs reference",
-            F.GRAPH_VS_REFERENCE: "graph replay vs reference",
-        }.get(detector, "graph replay vs eager")
     if detector in (F.EAGER_OUTPUT, F.GRAPH_OUTPUT):
         where = "eager output" if detector == F.EAGER_OUTPUT else "graph output"
         return F.measure_unwritten(detector, where, labels[i], count, actual, values)
-    return F.measure(detector, compared, labels[i], count, actual, expected, comparisons[i], values)
+    return F.measure(detector, labels[i], count, actual, expected, comparisons[i], values)
 
 
 def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], seed: int) -> Row:
