@@ -317,9 +317,8 @@ def _check_pattern(
     # its eager call will start from too. The probe's changes to the op's Python state are undone, so the
     # warm-up with A below is still the op's first call (harness/hidden_state.py).
     rng_start = be.rng_state()
-    fresh, probe_state = (
-        _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else (None, None)
-    )
+    probed = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
+    fresh, probe_state = probed if probed is not None else (None, None)
 
     # 2. Static buffers hold A; `inputs_a` stays pristine.
     static = _clone_all(inputs_a)
