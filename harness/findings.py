@@ -52,6 +52,15 @@ class Cause:
     fix: str
 
 
+_FROZEN_AT_CAPTURE = (
+    "the graph replays a value frozen at capture: a Python number, branch or cache computed from input A, a "
+    "tensor the op rebinds (self.x = new tensor) instead of writing in place, or a launch sized for A"
+)
+_KEEP_IN_DEVICE_TENSORS = (
+    "keep every value that changes between calls in a device tensor the graph reads and update it in place "
+    "(copy_) before replay; never rebind a tensor a captured graph reads"
+)
+
 # One table, read top to bottom: the first row whose verdict and detector match gives the line. The README's
 # "verdict -> likely cause -> what to try" table is rendered from it (`causes_markdown`).
 # A detector that compares the graph captured with A against one captured with B on a GPU (the kernel argument
@@ -62,25 +71,12 @@ CAUSES: tuple[Cause, ...] = (
         V.STALE_REPLAY,
         HIDDEN_STATE,
         "state left by one call changes the next: a cache or attribute filled from the first input and "
-        "reused (the carried state above)",
+        "reused (the carried state above, where the probe could see it)",
         "recompute it from the inputs on every call, or key the cache by what it depends on (values, not "
         "only shapes); state the op must keep belongs in a tensor input declared in Case.mutates",
     ),
-    Cause(
-        V.STALE_REPLAY,
-        GRAPH_VS_EAGER,
-        "the graph replays a value frozen at capture: a Python number or branch computed from input A, a "
-        "tensor the op rebinds (self.x = new tensor) instead of writing in place, or a launch sized for A",
-        "keep every value that changes between calls in a device tensor the graph reads and update it in "
-        "place (copy_) before replay; never rebind a tensor a captured graph reads",
-    ),
-    Cause(
-        V.STALE_REPLAY,
-        GRAPH_VS_REFERENCE,
-        "the graph replays a value frozen at capture (see graph_vs_eager), or replay and eager are both "
-        "wrong after A ran",
-        "as for graph_vs_eager; run graphsafe repro and compare the replay table's eager and graph errors",
-    ),
+    Cause(V.STALE_REPLAY, GRAPH_VS_REFERENCE, _FROZEN_AT_CAPTURE, _KEEP_IN_DEVICE_TENSORS),
+    Cause(V.STALE_REPLAY, GRAPH_VS_EAGER, _FROZEN_AT_CAPTURE, _KEEP_IN_DEVICE_TENSORS),
     Cause(
         V.STALE_REPLAY,
         "",
