@@ -165,8 +165,13 @@ def _is_library(module_name: str) -> bool:
 # Where a remembered value sits: (namespace index, or -1 - cell index; the name in it; the key inside the
 # value when it was found in a dict, list or tuple, else None).
 _Where = tuple[int, str, Any]
-# nn.Module parameters are weights a correct op reads; a child module's are not copied on every check.
-_CHILD_SKIPPED = frozenset({"_parameters"})
+# A child module's bookkeeping (its parameters: weights a correct op reads; its children, hooks and flags) is
+# not copied on every check: only its own attributes and registered buffers (a cache registered as a buffer).
+# Copying all of it made a snapshot and restore of a model with three Linear/ReLU children take 505 us, against
+# 240-300 us without it and 180-200 us when children were not followed at all (the 2-core box, torch 2.13).
+_CHILD_SKIPPED = frozenset(vars(torch.nn.Module())) - {"_buffers"}
+# The values `_remember` keeps a copy of (or looks into); any other value is kept by identity alone.
+_REMEMBERED = (torch.Tensor, dict, list, set, tuple)
 
 
 class PythonState:
@@ -182,11 +187,14 @@ class PythonState:
         self._tensor_bytes = 0
         for index, (_, saved, route) in enumerate(self._spaces):
             child = route[0] == "object" and route[2] is not None and isinstance(route[1], torch.nn.Module)
+            skipped = _CHILD_SKIPPED if child else ()
             for name, value in saved.items():
-                if name != _BUILTINS and not (child and name in _CHILD_SKIPPED):
+                # The type test first: most globals are plain values, and a call per value cost more.
+                if isinstance(value, _REMEMBERED) and name != _BUILTINS and name not in skipped:
                     self._remember(value, 0, (index, name, None))
         for index, (_, value, _) in enumerate(self._cells):
-            self._remember(value, 0, (-1 - index, "", None))
+            if isinstance(value, _REMEMBERED):
+                self._remember(value, 0, (-1 - index, "", None))
 
     def _remember(self, value: Any, depth: int, where: _Where) -> None:
         if isinstance(value, torch.Tensor):
