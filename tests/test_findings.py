@@ -66,11 +66,11 @@ USER_CASES = textwrap.dedent(
     def good(x):
         return x * 3
 
-    register(Case("user.slot_cache", make, model, lambda x: x + x * 2))
-    register(Case("user.scaled_pair", make, scaled_pair, lambda x: (x * 2, x * x.abs().amax())))
-    register(Case("user.good", make, good, lambda x: x * 3))
-    register(Case("user.routed", make, routed))
-    register(Case("user.partial", make, partial, lambda x: x * 2))
+    register(Case("app.slot_cache", make, model, lambda x: x + x * 2))
+    register(Case("app.scaled_pair", make, scaled_pair, lambda x: (x * 2, x * x.abs().amax())))
+    register(Case("app.good", make, good, lambda x: x * 3))
+    register(Case("app.routed", make, routed))
+    register(Case("app.partial", make, partial, lambda x: x * 2))
     """
 )
 SYNC_LINE = next(i for i, line in enumerate(USER_CASES.splitlines(), 1) if "LINE_SYNC" in line)
@@ -96,8 +96,8 @@ def fresh_state(case_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     and the hidden-state probe cannot see state filled by an earlier case in the same process."""
     monkeypatch.chdir(case_repo)
     cases = {c.name: c for c in load_case_source("my_cases.py")}
-    cases["user.slot_cache"].op.attn.__dict__.pop("_slot_cache", None)
-    cases["user.scaled_pair"].op.__globals__["_scales"].clear()
+    cases["app.slot_cache"].op.attn.__dict__.pop("_slot_cache", None)
+    cases["app.scaled_pair"].op.__globals__["_scales"].clear()
 
 
 def _check(name: str) -> Result:
@@ -114,7 +114,7 @@ def _verify(*args: str, cases: str = "my_cases.py") -> int:
 
 
 def test_slot_cache_finding_names_the_attribute_path_and_the_mismatch(user_repo: Path) -> None:
-    result = _check("user.slot_cache")
+    result = _check("app.slot_cache")
     assert result.verdict == "stale_replay", result.detail
     row = _first_failing_row(result)
     assert "my_cases.model.attn._slot_cache" in row["carried_state"], row
@@ -124,7 +124,7 @@ def test_slot_cache_finding_names_the_attribute_path_and_the_mismatch(user_repo:
 
 
 def test_second_output_of_a_tuple_is_named_with_its_values(user_repo: Path) -> None:
-    result = _check("user.scaled_pair")
+    result = _check("app.scaled_pair")
     assert result.verdict == "stale_replay", result.detail
     row = _first_failing_row(result)
     assert row["output"] == "1"
@@ -143,7 +143,7 @@ def test_second_output_of_a_tuple_is_named_with_its_values(user_repo: Path) -> N
 
 
 def test_capture_sync_names_the_op_and_the_users_line(user_repo: Path) -> None:
-    result = _check("user.routed")
+    result = _check("app.routed")
     assert result.verdict == "capture_sync"
     row = _first_failing_row(result)
     assert "op: aten._local_scalar_dense.default" in row["finding"]
@@ -151,7 +151,7 @@ def test_capture_sync_names_the_op_and_the_users_line(user_repo: Path) -> None:
 
 
 def test_uninitialized_names_the_output_and_how_many_elements(user_repo: Path) -> None:
-    result = _check("user.partial")
+    result = _check("app.partial")
     assert result.verdict == "uninitialized"
     row = _first_failing_row(result)
     assert row["output"] == "0" and row["mismatches"] == 8
@@ -171,13 +171,13 @@ def test_namedtuple_outputs_are_named_by_field() -> None:
 def test_verify_prints_one_block_per_failure_and_one_summary_line(
     user_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _verify("-k", "user.slot_cache or user.good", "--report-dir", str(tmp_path / "r")) == 1
+    assert _verify("-k", "app.slot_cache or app.good", "--report-dir", str(tmp_path / "r")) == 1
     out = capsys.readouterr().out
-    assert "FAIL user.slot_cache: stale_replay, expected pass" in out
+    assert "FAIL app.slot_cache: stale_replay, expected pass" in out
     assert "carried state: my_cases.model.attn._slot_cache" in out
     assert "likely cause -> what to try: " in out
-    assert "reproduce: graphsafe repro user.slot_cache --case my_cases.py --seed 0 --backend cpu" in out
-    assert "user.good" not in out  # passing cases only with -v
+    assert "reproduce: graphsafe repro app.slot_cache --case my_cases.py --seed 0 --backend cpu" in out
+    assert "app.good" not in out  # passing cases only with -v
     assert out.strip().splitlines()[-1].startswith("graphsafe: 1 failed, 1 passed in ")
     # Plain text: no Markdown table rows, no code spans.
     assert "`" not in out and not any(line.lstrip().startswith("|") for line in out.splitlines())
@@ -188,7 +188,7 @@ def test_verify_prints_one_block_per_failure_and_one_summary_line(
 def test_quiet_prints_the_summary_line_alone(
     user_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _verify("-k", "user.slot_cache or user.good", "--report-dir", str(tmp_path / "r"), "-q") == 1
+    assert _verify("-k", "app.slot_cache or app.good", "--report-dir", str(tmp_path / "r"), "-q") == 1
     captured = capsys.readouterr()
     assert captured.out.strip().splitlines() == [captured.out.strip()]
     assert captured.out.startswith("graphsafe: 1 failed, 1 passed in ")
@@ -198,9 +198,9 @@ def test_quiet_prints_the_summary_line_alone(
 def test_verbose_lists_passing_cases(
     user_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _verify("-k", "user.good", "--report-dir", str(tmp_path / "r"), "-v") == 0
+    assert _verify("-k", "app.good", "--report-dir", str(tmp_path / "r"), "-v") == 0
     out = capsys.readouterr().out
-    assert "ok    user.good  pass" in out
+    assert "ok    app.good  pass" in out
 
 
 def _statuses(run_dir: Path) -> tuple[str, dict[str, str]]:
@@ -215,7 +215,7 @@ def test_exitfirst_stops_after_the_first_failure_and_says_so(
 ) -> None:
     assert _verify("--report-dir", str(tmp_path / "r"), "-x") == 1
     first, statuses = _statuses(tmp_path / "r")
-    assert statuses == {"user.slot_cache": "FAIL"}  # registration order; nothing ran after it
+    assert statuses == {"app.slot_cache": "FAIL"}  # registration order; nothing ran after it
     assert first.startswith("# graphsafe run INCOMPLETE: stopped after 1 case not as expected (-x)")
     assert (
         "INCOMPLETE run: stopped after 1 case not as expected (-x)"
@@ -230,7 +230,7 @@ def test_exitfirst_stops_after_the_first_failure_and_says_so(
 def test_maxfail_stops_after_n_failures(user_repo: Path, tmp_path: Path) -> None:
     assert _verify("--report-dir", str(tmp_path / "r"), "--maxfail", "2") == 1
     first, statuses = _statuses(tmp_path / "r")
-    assert statuses == {"user.slot_cache": "FAIL", "user.scaled_pair": "FAIL"}
+    assert statuses == {"app.slot_cache": "FAIL", "app.scaled_pair": "FAIL"}
     assert "stopped after 2 cases not as expected (--maxfail 2)" in first
 
 
@@ -239,7 +239,7 @@ def test_last_failed_reruns_only_the_last_runs_failures(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # runs go to the default report location under the working directory
     cases = str(case_repo / "my_cases.py")
-    assert _verify("-k", "user.slot_cache or user.good or user.partial", cases=cases) == 1
+    assert _verify("-k", "app.slot_cache or app.good or app.partial", cases=cases) == 1
     capsys.readouterr()
     assert _verify("--lf", cases=cases) == 1
     runs = sorted(
@@ -247,7 +247,7 @@ def test_last_failed_reruns_only_the_last_runs_failures(
     )
     assert len(runs) == 2
     _, statuses = _statuses(runs[-1])
-    assert statuses == {"user.slot_cache": "FAIL", "user.partial": "FAIL"}
+    assert statuses == {"app.slot_cache": "FAIL", "app.partial": "FAIL"}
     assert "graphsafe: --lf: rerunning 2 cases that failed in" in capsys.readouterr().err
 
 
