@@ -1,9 +1,13 @@
 """The command line: `graphsafe verify | list | repro | report compare`.
 
-Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise, 2 for a
-usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for
-an internal error, 130 when interrupted (SIGINT, SIGTERM). A run that stops early still writes its reports,
-each saying so in its first line.
+Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise (a run
+that -x or --maxfail stopped included), 2 for a usage error or a case file that cannot be loaded (the message
+names the file or case and the reason), 3 for an internal error, 130 when interrupted (SIGINT, SIGTERM). A run
+that stops early still writes its reports, each saying so in its first line.
+
+What verify prints, pytest's way: progress on stderr while it runs, then one block per case not as expected
+(its finding: graphsafe.findings) and one summary line; -v lists every case as it finishes, -q prints the
+summary line alone.
 """
 
 from __future__ import annotations
@@ -25,17 +29,18 @@ from typing import Any
 import torch
 
 import graphsafe
-from graphsafe import requirements
+from graphsafe import findings, requirements
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
-from graphsafe.progress import BuildProgress, Progress
+from graphsafe.progress import BuildProgress, Progress, format_eta
 from graphsafe.protocol import DEFAULT_REPLAYS
 from graphsafe.records import Result
 from graphsafe.reports import fingerprint as fp_module
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
-from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir
+from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir, default_run_dir, read_results
+from graphsafe.reports.tables import repro_command, searched_sizes
 from graphsafe.runner import (
     DEFAULT_DEADLINE_S,
     BoundsError,
@@ -180,6 +185,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only the cases of shard I of N (a stable hash of the case name); `report merge` joins shards",
     )
     verify.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
+    verify.add_argument(
+        "-x", "--exitfirst", action="store_true", help="stop after the first case not as expected"
+    )
+    verify.add_argument(
+        "--maxfail",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="stop after N cases not as expected (the reports say the run stopped; exit 1)",
+    )
+    verify.add_argument(
+        "--lf",
+        "--last-failed",
+        dest="last_failed",
+        action="store_true",
+        help=f"run only the cases that failed in the last run: the newest run folder under {RUNS_ROOT}/ "
+        "(the default --report-dir location); all selected cases when it recorded no failure",
+    )
+    verify.add_argument(
+        "-v", "--verbose", action="count", default=0, help="list every case as it finishes, passing ones too"
+    )
+    verify.add_argument(
+        "-q", "--quiet", action="count", default=0, help="print the summary line alone (errors still print)"
+    )
     listing = sub.add_parser("list", help="list cases")
     listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
     listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
@@ -294,18 +323,62 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
     return cases
 
 
-def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Case]:
+def without_unmet_requirements(cases: list[Case], backend_name: str, quiet: bool = False) -> list[Case]:
     """The cases whose Case.requires this machine and backend meet; each other one is named on stderr with the
-    reason, as the pytest plugin skips it."""
+    reason (unless `quiet`), as the pytest plugin skips it."""
     backend = resolve_backend_name(backend_name)
     kept = []
     for case in cases:
         reason = requirements.unmet(case.requires, backend)
         if reason:
-            print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
+            if not quiet:
+                print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
         else:
             kept.append(case)
     return kept
+
+
+# Where --lf looks for the last run: the folder that holds the default report dirs.
+RUNS_ROOT = default_run_dir().parent
+
+
+def last_run_dir(root: Path = RUNS_ROOT) -> Path | None:
+    """The newest run folder under `root` (by its results.csv's modification time), None when there is none."""
+    runs = [p for p in root.glob("*/results.csv") if p.is_file()] if root.is_dir() else []
+    return max(runs, key=lambda p: p.stat().st_mtime).parent if runs else None
+
+
+def last_failed(cases: list[Case], quiet: bool = False, root: Path = RUNS_ROOT) -> list[Case]:
+    """--lf: the cases of `cases` that were not as expected in the last run; all of them (with a note, as
+    pytest's --lf does) when there is no last run, it recorded no failure, or none of its failures is among
+    `cases`."""
+    run = last_run_dir(root)
+
+    def note(text: str) -> None:
+        if not quiet:
+            print(f"graphsafe: --lf: {text}", file=sys.stderr)
+
+    if run is None:
+        note(f"no previous run under {root}/: running all {len(cases)} selected cases")
+        return cases
+    try:
+        rows = read_results(run)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--lf: cannot read the last run {run}: {exc}") from None
+    failed = {str(c) for c, status in zip(rows["case"], rows["status"], strict=True) if status == "FAIL"}
+    chosen = [c for c in cases if c.name in failed]
+    if not failed:
+        note(f"the last run ({run}) recorded no failure: running all {len(cases)} selected cases")
+        return cases
+    if not chosen:
+        note(f"none of the last run's {len(failed)} failures ({run}) is selected: running all {len(cases)}")
+        return cases
+    note(f"rerunning {len(chosen)} case{'s' * (len(chosen) != 1)} that failed in {run}")
+    return chosen
+
+
+class StoppedAfterFailures(Exception):
+    """-x / --maxfail: enough cases were not as expected; the run stops and writes its reports."""
 
 
 # Workers that may share one GPU. A check is mostly host work (Python, launches, synchronizations: 4.3-7.3 ms
@@ -380,7 +453,7 @@ class RunClock:
     def case_seconds(self) -> dict[str, float]:
         return {r.case: r.seconds for r in self.cases if r.seconds is not None}
 
-    def write(self, run_dir: Path, workers: int) -> None:
+    def write(self, run_dir: Path, workers: int, quiet: bool = False) -> None:
         start = self.marks[0][1]
         lines = ["kind,name,seconds,start,worker"]
         lines += [f"phase,{name},{s:.3f},," for name, s in self.phases()]
@@ -392,6 +465,8 @@ class RunClock:
         phases = ", ".join(f"{name} {s:.1f}s" for name, s in self.phases())
         slowest = sorted(self.case_seconds().items(), key=lambda c: -c[1])[:SLOWEST_SHOWN]
         tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
+        if quiet:
+            return
         print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
 
 
@@ -424,7 +499,10 @@ def run_verify(
         jobs = len(started.workers)
     else:
         jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
-    state: dict[str, Any] = {"writer": None, "progress": None}
+    state: dict[str, Any] = {"writer": None, "progress": None, "failed": 0}
+    verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", 0)
+    exitfirst, maxfail = getattr(args, "exitfirst", False), getattr(args, "maxfail", None)
+    stop_after = 1 if exitfirst else maxfail
     clock = RunClock()
     clock.mark("loading cases")
 
@@ -438,13 +516,25 @@ def run_verify(
             state["writer"] = ResultsWriter(run_dir, planned=[c.name for c in cases])
         except OSError as exc:
             raise UsageError(f"cannot write {run_dir / 'results.csv'}: {exc.strerror or exc}") from None
-        state["progress"] = Progress(len(cases))
+        if not (quiet or verbose):  # -v lists each case instead; -q shows nothing while it runs
+            state["progress"] = Progress(len(cases), every_s=PLAIN_PROGRESS_EVERY_S)
 
     def on_result(result: Result) -> None:
         if result.seconds is not None:
             clock.cases.append(result)
         state["writer"].add(result)
-        state["progress"].update(result.case, result.ok)
+        if state["progress"] is not None:
+            state["progress"].update(result.case, result.ok)
+        if verbose and not quiet:
+            emit(case_line(result))
+        if not result.ok:
+            state["failed"] += 1
+            if stop_after is not None and state["failed"] >= stop_after:
+                how = "-x" if exitfirst else f"--maxfail {maxfail}"
+                count = state["failed"]
+                raise StoppedAfterFailures(
+                    f"stopped after {count} case{'s' * (count != 1)} not as expected ({how})"
+                )
 
     stopped: str | None = None
     respawns: dict[str, float] = {}  # run_isolated: seconds a replacement worker took to start, per case
@@ -470,6 +560,8 @@ def run_verify(
                 started=started,
                 respawns=respawns,
             )
+    except StoppedAfterFailures as exc:
+        stopped = str(exc)  # not raised on: the reports are written below and say so; verify exits 1
     except Interrupted as exc:
         stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
         raise
@@ -507,7 +599,7 @@ def run_verify(
             except OSError as exc:
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
             clock.mark("reports")
-            clock.write(run_dir, jobs)
+            clock.write(run_dir, jobs, quiet=bool(quiet))
             remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
         claim.release()
         _restore_signals(held)
@@ -555,6 +647,48 @@ def _write_reports(
     fingerprint["shard"] = str(shard) if shard is not None else ""
     fp_module.write(run_dir, fingerprint)
     write_reports(run_dir, fingerprint, status)
+
+
+# In a CI log (stderr not a terminal), a progress line at most this often, besides failures and the last case.
+PLAIN_PROGRESS_EVERY_S = 10.0
+
+
+def case_line(result: Result) -> str:
+    """-v: one line per finished case."""
+    if result.ok:
+        return f"ok    {result.case}  {result.verdict}"
+    return f"FAIL  {result.case}  {result.verdict} (expected {result.expected})"
+
+
+def failure_blocks(results: list[Result], sources: list[str]) -> list[str]:
+    """One block per case not as expected (graphsafe.findings.failure_block), in the order they finished."""
+    lines: list[str] = []
+    typed = [source_as_typed_here(s) for s in sources]
+    for result in results:
+        if result.ok:
+            continue
+        rows = findings.rows_as_mappings(result.rows)
+        seed_a = str(rows[0]["seed_a"]) if rows else ""
+        sizes = searched_sizes(str(r["detail"]) for r in rows)
+        repro = repro_command(result.case, seed_a, result.backend, typed, sizes)
+        lines += [*findings.failure_block(result.case, result.verdict, result.expected, rows, repro), ""]
+    return lines
+
+
+def summary_line(
+    results: list[Result], planned: int, skipped: int, seconds: float, run_dir: Path, stopped: str = ""
+) -> str:
+    """The one line a run ends with, pytest's way: "graphsafe: 1 failed, 286 passed, 1 skipped in 41s"."""
+    failed = sum(not r.ok for r in results)
+    parts = [f"{failed} failed"] if failed else []
+    parts.append(f"{len(results) - failed} passed")
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    if planned > len(results):
+        parts.append(f"{planned - len(results)} not run")
+    took = f"{seconds:.1f}s" if seconds < 10 else format_eta(seconds)
+    head = f"graphsafe: {stopped}: " if stopped else "graphsafe: "
+    return f"{head}{', '.join(parts)} in {took}; report: {run_dir}"
 
 
 def print_table(results: list[Result]) -> None:
@@ -704,25 +838,37 @@ def _dispatch(args: argparse.Namespace) -> int:
                 cases = [
                     c for c in cases if args.shard.holds(c.name)
                 ]  # may be empty: the shard still reports
-            cases = without_unmet_requirements(cases, args.backend)
+            selected = len(cases)
+            cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet))
+            skipped = selected - len(cases)
+            if args.last_failed:
+                cases = last_failed(cases, quiet=bool(args.quiet))
         except BaseException:
             if started is not None:
                 stop_workers(started)
             raise
+    began = time.monotonic()
     results, run_dir, status = run_verify(args, cases, started)
+    stopped = str(status.get("reason", "")) if status else ""
+    stopped_by_us = stopped.startswith("stopped after ")  # -x / --maxfail: the summary line says it
     try:
         if args.command == "repro":
             for result in results:
                 print_replay_table(result)
+            print(f"report: {run_dir}")
         else:
-            print_table(results)
-        print(f"report: {run_dir}")
+            if not args.quiet:
+                for line in failure_blocks(results, list(args.case)):
+                    print(line)
+            took = time.monotonic() - began
+            print(summary_line(results, len(cases), skipped, took, run_dir, stopped if stopped_by_us else ""))
         sys.stdout.flush()
     except BrokenPipeError:
         with contextlib.suppress(_OutputClosed):
             emit("")
     if status is not None:
-        print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
+        if not stopped_by_us:
+            print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
         return 1
     return 0 if all(r.ok for r in results) else 1
 

@@ -37,6 +37,7 @@ from graphsafe.errors import (
     FallbackEager,
     OutputTypeError,
 )
+from graphsafe.findings import HIDDEN_STATE, Finding
 from graphsafe.hidden_state import PythonState, op_generators
 from graphsafe.poison import PATTERNS, poison_outputs
 from graphsafe.records import Result, Row
@@ -55,6 +56,7 @@ from graphsafe.verdict_rules import (
     _validate_pairs,
     _verdict_row,
     prepare_inputs,
+    raised,
     seeds,
 )
 
@@ -286,6 +288,7 @@ def _explain_leak(rows: list[Row]) -> None:
         if r.row_verdict == V.EAGER_MISMATCH and r.detail.startswith(EAGER_VS_REFERENCE):
             r.row_verdict = V.STALE_REPLAY
             r.detail = "after state leaked from A (hidden-state probe), " + r.detail
+            r.detector = HIDDEN_STATE
 
 
 def _check_pattern(
@@ -314,7 +317,8 @@ def _check_pattern(
     # its eager call will start from too. The probe's changes to the op's Python state are undone, so the
     # warm-up with A below is still the op's first call (harness/hidden_state.py).
     rng_start = be.rng_state()
-    fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
+    probed = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
+    fresh, probe_state = probed if probed is not None else (None, None)
 
     # 2. Static buffers hold A; `inputs_a` stays pristine.
     static = _clone_all(inputs_a)
@@ -349,6 +353,7 @@ def _check_pattern(
                 store,
                 rng=rng_start if first else None,
                 fresh=fresh if first else None,
+                python_state=probe_state,
             )
             r.capture_ms = capture_ms if i == 0 else None
             r.limits = getattr(graph, "limits", "")  # what this backend's capture could not check
@@ -377,6 +382,7 @@ def _replay_and_compare(
     *,
     rng: tuple[torch.Tensor, ...] | None = None,
     fresh: list[torch.Tensor] | None = None,
+    python_state: PythonState | None = None,
 ) -> Row:
     rng = be.rng_state() if rng is None else rng
     try:
@@ -386,7 +392,19 @@ def _replay_and_compare(
     except Exception as exc:
         return _replay_error_row(exc, row, replay_index, seed_b)
     return _compare_replay(
-        case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms, store, rng=rng, fresh=fresh
+        case,
+        be,
+        graph,
+        static,
+        inputs_b,
+        row,
+        replay_index,
+        seed_b,
+        replay_ms,
+        store,
+        rng=rng,
+        fresh=fresh,
+        python_state=python_state,
     )
 
 
@@ -421,9 +439,10 @@ def _replay(
 
 def _fresh_eager(
     case: Case, be: GraphBackend, inputs_b: dict[str, torch.Tensor], rng: tuple[torch.Tensor, ...]
-) -> list[torch.Tensor] | None:
-    """Eager B before the op saw A; the op's Python state is put back afterwards. None when eager raised
-    (the warm-up with A meets the same failure and names it)."""
+) -> tuple[list[torch.Tensor] | None, PythonState]:
+    """Eager B before the op saw A, and the snapshot of the op's Python state taken before it, which is put
+    back afterwards (a failing row's finding asks it what changed since). None when eager raised (the warm-up
+    with A meets the same failure and names it)."""
     state = PythonState(case.op)
     try:
         be.set_rng_state(rng)
@@ -435,11 +454,11 @@ def _fresh_eager(
     except DEVICE_FAULTS:
         raise
     except Exception:  # an OutputTypeError too: the capture below names it (one place decides)
-        return None
+        return None, state
     finally:
         state.restore()
         be.set_rng_state(rng)
-    return out
+    return out, state
 
 
 def _compare_replay(
@@ -456,9 +475,11 @@ def _compare_replay(
     *,
     rng: tuple[torch.Tensor, ...],
     fresh: list[torch.Tensor] | None = None,
+    python_state: PythonState | None = None,
 ) -> Row:
     """Step 6: the replay's outputs against eager on a clone of B (from the generator state the replay
-    started from), the independent reference, and (`fresh`) eager B before the op saw A."""
+    started from), the independent reference, and (`fresh`) eager B before the op saw A. `python_state`: the
+    hidden-state probe's snapshot, asked what the op's calls changed when the row fails on values."""
     graph_out = _clone_outputs(graph.outputs)
     eager_inputs = _clone_all(inputs_b)
     be.set_rng_state(rng)
@@ -470,19 +491,21 @@ def _compare_replay(
     try:
         prepare_inputs(case, eager_inputs)
         with torch.no_grad():
-            eager_out = list(flatten_tensors(_call_op(case, eager_inputs)))
+            result = _call_op(case, eager_inputs)
+            eager_out = list(flatten_tensors(result))
         end = be.mark()
     except DEVICE_FAULTS:
         raise
     except OutputTypeError as exc:
         raise CaseError(case.name, "op", str(exc)) from exc
     except Exception as exc:
-        return row(
+        made = row(
             V.EAGER_MISMATCH,
             replay_index,
             seed_b,
             detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
         )
+        return raised(made, exc)
     reference = None
     if case.reference is not None:
         try:
@@ -495,8 +518,11 @@ def _compare_replay(
     # The replay's static inputs and eager's clones against B (eager never touches `static`), in the
     # comparisons' batch.
     seen = ((static, inputs_b), (eager_inputs, inputs_b))
-    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen)
+    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen, result)
     r.replay_ms, r.eager_ms = replay_ms, be.elapsed_ms(start, end)
+    if python_state is not None and r.row_verdict in (V.STALE_REPLAY, V.EAGER_MISMATCH) and r.output:
+        # Which attribute, global or closure cell the op's calls changed: the state that carried over.
+        Finding.add_state(r, python_state.changes())
     return r
 
 
@@ -522,11 +548,14 @@ def _eager_only_rows(
             raise
         except Exception as exc:  # as in _replay_and_compare: eager that raises is wrong, not a harness error
             rows.append(
-                row(
-                    V.EAGER_MISMATCH,
-                    i,
-                    seed_b,
-                    detail=with_user_frame(f"{why}; eager raised {type(exc).__name__}: {exc}", exc),
+                raised(
+                    row(
+                        V.EAGER_MISMATCH,
+                        i,
+                        seed_b,
+                        detail=with_user_frame(f"{why}; eager raised {type(exc).__name__}: {exc}", exc),
+                    ),
+                    exc,
                 )
             )
             continue

@@ -9,8 +9,9 @@ relative to that file). An installed graphsafe registers the plugin through its 
 no-op where the entry point already loaded it. This repository's conftest.py loads it from the checkout.
 
 An item runs the differential replay protocol (`graphsafe.check`) on its case and passes when the verdict equals
-the case's `expect`; otherwise it fails with the case's block from summary.md (verdict, expected, the
-reproduce command, one row per pattern and replay, the details). A case whose `requires` this machine or
+the case's `expect`; otherwise it fails with the case's finding in plain text, the same lines `graphsafe verify`
+prints and summary.md shows (graphsafe.findings: which output, how much, what carried state, the likely cause
+and what to try, the reproduce command), then one row per pattern and replay. A case whose `requires` this machine or
 backend does not meet is skipped with the reason. Items carry the marker `graphsafe` and the case's family as
 a keyword, so pytest's own `-k`, `-m`, `--junitxml` and `-n` (pytest-xdist) apply; with the gpu backend, each
 xdist worker takes one GPU as its current device (worker i of a box with N GPUs gets GPU i mod N).
@@ -197,10 +198,11 @@ def run_case(case: Any, backend: str, sources: list[str]) -> Any:
 
 
 def failure_text(result: Any, sources: list[str]) -> str:
-    """The case's block of summary.md (heading, reproduce command, replay table, details), from its Result."""
+    """The case's failure in plain text, as `graphsafe verify` prints it (graphsafe.findings.failure_block:
+    heading, finding, reproduce command), then its replay table with aligned columns."""
     import pandas as pd
 
-    from graphsafe.reports.markdown import failure_lines
+    from graphsafe.findings import failure_block
     from graphsafe.reports.results import normalize
     from graphsafe.reports.tables import failure_section, summarize_case
 
@@ -217,7 +219,13 @@ def failure_text(result: Any, sources: list[str]) -> str:
         ]
     )
     rows = normalize(frame)
-    return "\n".join(failure_lines(failure_section(summarize_case(rows), rows, sources)))
+    section = failure_section(summarize_case(rows), rows, sources)
+    lines = failure_block(result.case, result.verdict, result.expected, [], section.repro, section.finding)
+    table = [section.table.header, *section.table.rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines.append("")
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    return "\n".join(lines)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -k/-m deselection, which must see these items

@@ -156,8 +156,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "hidden_state_probe_off",
         "eager B before A vs eager B after capture and replay",
         "harness/protocol.py",
-        "fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None",
-        "fresh = None",
+        "probed = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None",
+        "probed = None",
         ("tests/test_trust.py", "-k", "first_call_cache or leaked"),
     ),
     Mutant(

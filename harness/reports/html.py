@@ -338,6 +338,8 @@ def failure_html(section: FailureSection, plot: str = "") -> str:
         f'<h4 id="failure-{_e(s.case)}"><code>{_e(s.case)}</code>: verdict <span class="FAIL">{_e(s.verdict)}'
         f"</span>, expected {_e(s.expected)}</h4>"
         f"<p>Reproduce: <code>{_e(section.repro)}</code></p>"
+        # The finding's lines as the terminal prints them, wrapped to the page's width.
+        + (f'<pre style="white-space: pre-wrap">{_e(chr(10).join(section.finding))}</pre>' if section.finding else "")
         + (f"<ul>{details}</ul>" if details else "")
         + table_html(section.table)
         + (f"<figure>{plot}</figure>" if plot else "")

@@ -77,6 +77,7 @@ def _body(summary: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> str:
         f"verdict {summary.verdict}, expected {summary.expected} ({summary.family}, {summary.backend})",
         f"max eager error {format_error(summary.max_eager_error)}, max graph error "
         f"{format_error(summary.max_graph_error)}, threshold {format_error(summary.threshold)}",
+        *section.finding,  # what to fix, as the terminal prints it (graphsafe.findings)
         *(f"detail: {d}" for d in summary.details),
         *([f"limits: {summary.limits}"] if summary.limits else []),
         f"reproduce: {section.repro}",

@@ -67,6 +67,13 @@ COLUMNS: tuple[str, ...] = (
     "eager_ms",
     "phase",
     "limits",
+    # The finding of a row that is not pass (graphsafe.findings): appended, so earlier readers keep working.
+    "output",
+    "mismatches",
+    "first_mismatch",
+    "carried_state",
+    "detector",
+    "finding",
 )
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from graphsafe.findings import finding_lines
 from graphsafe.reports.fingerprint import KEYS as FINGERPRINT_KEYS
 from graphsafe.reports.results import COLUMNS, normalize
 
@@ -214,6 +215,9 @@ class FailureSection:
     repro: str  # the one command that reruns the case with its recorded seed
     table: Table  # one row per pattern and replay, case-level rows first
     details: tuple[str, ...]
+    # What to fix, one plain-text line each (graphsafe.findings.finding_lines): the same lines the terminal and
+    # the pytest failure show.
+    finding: tuple[str, ...] = ()
 
 
 REPLAY_HEADER = ("replay", "pattern", "seed", "eager error", "graph error", "threshold", "verdict")
@@ -240,6 +244,7 @@ def failure_section(summary: CaseSummary, rows: pd.DataFrame, sources: Iterable[
         ),
         table=Table(REPLAY_HEADER, table_rows, numeric=frozenset({3, 4, 5})),
         details=summary.details,
+        finding=tuple(finding_lines(summary.verdict, summary.expected, rows.to_dict("records"))),
     )
 
 
