@@ -21,9 +21,11 @@ top_k_top_p_sampling_from_probs asks.
   offset, row) standing in for curand's Philox, the two ints entering the kernel by value: every replay
   draws the capture's uniforms: `stale_replay` against eager (which draws from the generator's current
   offset), and one distinct sample over 8 replays of one input;
-- fixed (the registration #5697 proposed): the uniforms come from a torch random op on the sampler's own
-  torch.Generator, whose philox seed and offset a graph reads at replay and advances (on the cpu backend
-  the recorded op redraws from the generator): `pass`, a new sample on every replay.
+- fixed (the registration #5697 proposed): the uniforms come from a torch random op on a generator whose
+  philox seed and offset a graph reads at replay and advances: the sampler's own generator on the cpu
+  backend (the recorded op redraws from it), the device's default generator on a GPU (every capture
+  registers it; a private CUDA generator only where torch registers it lazily, pytorch#176753): `pass`,
+  a new sample on every replay.
 The sampler's host-side (seed, offset) pair lives in a CPU torch.Generator (the offset as its seed: a CPU
 generator has no philox offset), so the harness rewinds it before every eager call and replay with the
 op's other generators, as it would rewind a CUDA generator's state.
@@ -81,11 +83,11 @@ class FlashInferStyleSampler:
         self.graph_safe = graph_safe
         # Host-side philox state read by get_seed_and_offset: the offset is this generator's seed.
         self.host_state = torch.Generator().manual_seed(0)
-        # The private generator a graph reads at replay (made here, before any check, so the harness follows
-        # it: a generator made in the op's first call is not).
+        # The generator a graph reads at replay: the sampler's own on the cpu backend (made here, before any
+        # check, so the harness follows it: a generator made in the op's first call is not); on a GPU the
+        # device's default generator, which every capture registers (a private CUDA generator is registered
+        # lazily only in torch releases with pytorch#176753; older ones refuse it under capture).
         self.generators = {"cpu": torch.Generator().manual_seed(SAMPLING_SEED)}
-        if torch.cuda.is_available():
-            self.generators["cuda"] = torch.Generator(device="cuda").manual_seed(SAMPLING_SEED)
 
     def get_seed_and_offset(self, increment: int) -> tuple[int, int]:
         """flashinfer.sampling.get_seed_and_offset: read, advance and return the pair, on the host."""
@@ -96,9 +98,8 @@ class FlashInferStyleSampler:
     def __call__(self, logits: torch.Tensor, temperature: torch.Tensor) -> torch.Tensor:
         probs = torch.softmax(logits / temperature.clamp(min=1e-6).unsqueeze(1), dim=-1)
         if self.graph_safe:
-            uniforms = torch.rand(
-                probs.shape[0], generator=self.generators[probs.device.type], device=probs.device
-            )
+            generator = self.generators.get(probs.device.type)  # None: the device's default generator
+            uniforms = torch.rand(probs.shape[0], generator=generator, device=probs.device)
         else:
             seed, offset = self.get_seed_and_offset(INCREMENT)
             uniforms = hashed_uniforms(seed, offset, probs.shape[0], probs.device)
@@ -173,8 +174,8 @@ REPORT = Report(
     "random op on the sampler's own generator, whose state the graph reads at replay (the registration "
     "#5697 proposed)",
     left_out="FlashInfer's kernels and curand's Philox (a hash of seed, offset and row stands in); top-k/top-p "
-    "filtering; Megatron's CudaGraphManager and inference context; the merged fix (#5791) runs the sampler "
-    "eagerly, outside any graph",
+    "filtering; Megatron's CudaGraphManager and inference context; on a GPU the fixed variant's generator is the "
+    "device's default one, not a private one; the merged fix (#5791) runs the sampler eagerly, outside any graph",
     tables=(
         CaseTable(
             title="Replay vs eager on new inputs, both from the same generator state",
