@@ -83,8 +83,8 @@ class Case:
     steps: decode steps per replay sequence of a make_module case (0: graphsafe.engine.DEFAULT_STEPS).
     exclusive: a name shared by cases that must not run at the same time as each other in one isolated run
         ("" none). For cases whose device work waits on the host: with several worker processes on one GPU,
-        such cases slow each other down by an order of magnitude (on the H200, eight CPU-expert handshake
-        cases at once took 12-15 s each, one at a time 0.1-0.7 s: reports/performance.md). Other cases
+        such cases slow each other down by an order of magnitude (on the H200 one CPU-expert handshake case
+        alone takes 0.1-0.7 s: reports/performance.md). Other cases
         still run beside them, and the group starts as early as its
         summed time says (runner.longest_first). DEVICE_WAITS is the built-in suite's name for such cases,
         for users' cases too.

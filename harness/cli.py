@@ -75,7 +75,7 @@ SLOWEST_SHOWN = 5
 
 EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
-# A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 at ~1 ms per capture is
+# A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 is a million captures,
 # already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
 MAX_REPEATS = 1_000_000
 

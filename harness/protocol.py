@@ -92,9 +92,8 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
 
 
 # What one check keeps for its second pattern (inputs of every seed, the reference's outputs per B seed): a
-# small op's check made each of them twice, 0.9 ms of a 7.9 ms check for the inputs alone on the H200
-# (reports/performance.md). Past this many bytes they are made anew per
-# pattern, as large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
+# small op's check would make each of them twice. Past this many bytes they are made anew per pattern, as
+# large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
 KEEP_BYTES = 64 << 20
 
 
@@ -114,7 +113,7 @@ class CheckStore:
 
     def check_callable(self, inputs: dict[str, torch.Tensor]) -> None:
         """The op takes the inputs by name (`_check_callable`), once per check: every pattern passes the same
-        names, and inspect.signature took 50 us a pattern on the H200 (reports/performance.md)."""
+        names, and inspect.signature is slow (its time per check: reports/performance.md, `check_profile`)."""
         if not self._callable_checked:
             _check_callable(self._case, inputs)
             self._callable_checked = True

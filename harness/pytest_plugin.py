@@ -95,7 +95,7 @@ def _spread_xdist_workers(config: pytest.Config) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         # N workers each starting one thread per core oversubscribe the CPU N-fold (graphsafe.runner measured it);
-        # here 2 workers on 2 busy cores took 38 s for the 3 cases one process ran in 3 s.
+        # here 2 workers on 2 busy cores took many times as long for the cases one process ran quickly.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     # The current device, not CUDA_VISIBLE_DEVICES: the first torch.cuda.is_available() has initialized the
     # driver, which reads that variable once. The gpu backend runs on torch.cuda.current_device().

@@ -407,13 +407,13 @@ def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | Non
 def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:
     """Cases by the seconds this machine took for them last time, longest first; cases never timed keep their
     order, at the front. A long case started last holds the run's end while the other workers sit idle
-    (on the H200 with 8 workers, a timeout control that lasts its whole deadline, among 195 s of cases).
+    (a timeout control that lasts its whole deadline).
     Cases sharing an `exclusive` name run one after another, so the group is placed by its summed seconds
     (its members together, longest first): 32 short host-waiting cases sorted among the short ones would
     be left to run one at a time after everything else. Among cases never timed (a first run on the machine)
     a group comes first, its members in their order: its cases cannot overlap, so it is the run's longest
-    chain (on the H200 the built-in suite's 32 host-waiting cases took 18 s one after another, and started
-    last they ended a cold run at 56.8 s, the other workers at 38.8-42.0 s: reports/performance.md)."""
+    chain (on the H200 the built-in suite's 32 host-waiting cases take 18 s one after another, and started
+    last they ended a cold run long after the other workers: reports/performance.md)."""
     own = {c.name: history.get(c.name, math.inf) for c in cases}
     group: dict[str, float] = {}
     for c in cases:
@@ -435,8 +435,8 @@ def slot_seconds(case_seconds: Mapping[str, float], respawns: Mapping[str, float
     """What each case cost its worker slot: its own seconds, plus the start of the worker that replaced the
     one it killed or retired. A timeout control took its 5 s deadline and then held its slot for 5.6 s more
     while a new worker imported torch and the cases (H200, 8 workers: reports/performance.md); ordered by
-    its own seconds it started mid-run, and the case its
-    replacement took next ended the run 5-7 s after every other worker."""
+    its own seconds it started mid-run, and the case its replacement took next ended the run after every
+    other worker."""
     return {name: seconds + respawns.get(name, 0.0) for name, seconds in case_seconds.items()}
 
 
@@ -476,8 +476,7 @@ def _spawn(index: int, load: dict, devices: int, jobs: int, selector: selectors.
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(index % devices)
     if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
         # Each worker's torch would start one OpenMP thread per core; N workers oversubscribe the CPU N-fold
-        # and spin-waiting threads then crawl (H200 x2, 32 cores: 79 cases took 14.7 s with one worker and
-        # 25 cases took 60 s with two). Give each worker its share of the cores.
+        # and spin-waiting threads then crawl. Give each worker its share of the cores.
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     proc = subprocess.Popen(
         [sys.executable, "-m", _WORKER_MODULE],

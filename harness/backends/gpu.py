@@ -465,8 +465,8 @@ class GpuBackend(GraphBackend):
     # The eager pool's context is what torch.cuda.use_mem_pool does on entry and exit (torch/cuda/memory.py:
     # beginAllocateCurrentThreadToPool; endAllocateToPool and releasePool), made as the three C calls it wraps:
     # a check opens and closes it 11 times (around captures and kept allocations), and the generator-based
-    # context manager with its device lookup took 24 us a pair on the H200 (_open_eager + _close_eager
-    # 0.27 ms a check, 0.07 ms as the C calls: reports/performance.md).
+    # context manager with its device lookup cost several times the C calls (their time per check:
+    # reports/performance.md, `check_profile`).
     def _open_eager(self) -> None:
         if self._eager_pool is None or self._eager_ctx is not None:
             return
@@ -666,8 +666,8 @@ class GpuBackend(GraphBackend):
         timed on the device without a synchronization of their own each. Events are reused once read."""
         event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
         # The current stream from its C accessor, and its Stream object made once per stream: resolving the
-        # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's 11 us on
-        # the H200 (24 marks per check; reports/performance.md).
+        # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's time
+        # (24 marks per check; reports/performance.md, `check_profile`).
         stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
         stream = self._streams.get(stream_id)
         if stream is None:

@@ -104,8 +104,8 @@ def summarize_columns(col: dict[str, list[Any]]) -> CaseSummary:
 
 def columns_by_case(results: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
     """Normalized rows per case as a list per column, in first-appearance order: each column is read out of
-    the frame once for the whole run (reading 26 columns of every case's sub-frame took 1.1 s of a 1.8 s
-    report for 317 cases on a CPU)."""
+    the frame once for the whole run (reading 26 columns of every case's sub-frame took most of a report's
+    time)."""
     df = normalize(results)
     whole = {name: df[name].tolist() for name in COLUMNS}
     index: dict[str, list[int]] = {}
@@ -118,8 +118,8 @@ def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Normalized rows grouped by case, in first-appearance order (one groupby for the whole report)."""
     df = normalize(results).copy(deep=False)
     # Without the run's attrs (status, notes): pandas deep-copies a frame's attrs into every frame and column
-    # taken from it, which made each case's 26 column reads most of a report's time (2.3 s of 3.3 s for a
-    # 313-case run on a CPU); the reports read those attrs from the whole run's frame.
+    # taken from it, which made each case's 26 column reads most of a report's time; the reports read those
+    # attrs from the whole run's frame.
     df.attrs = {}
     return {str(name): rows for name, rows in df.groupby("case", sort=False)}
 

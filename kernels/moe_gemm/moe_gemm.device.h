@@ -110,9 +110,9 @@ __device__ __forceinline__ void gs_decode_chunk_dev(const uint32_t* words, float
 // Zero-fill blocks of the CUDA-core, ring and bf16 warpgroup-MMA kernels: gs_moe_gemm_launch adds grid rows past
 // the S slots'; zero-fill block zb of zn takes the ranges of kZeroRows rows zb, zb + zn, ...: one pass over the map
 // marks the range's rows that a valid slot covers, then the block zeroes the others (what gs_moe_prepare_rows
-// does), so these paths make one launch per call: the second launch cost about 2-3 us of host time per eager call
-// on the H200's host (reports/performance.md). A block per row instead (a map pass and three barriers each) made
-// the ring path 59-65 us slower at 512 rows (Hy4-TP8 16 tokens, DESIGN.md): those blocks queue for the few SM slots
+// does), so these paths make one launch per call: a second launch costs host time per eager call (`host_us`,
+// reports/performance.md). A block per row instead (a map pass and three barriers each) made the ring path
+// slower at 512 rows (Hy4-TP8 16 tokens, DESIGN.md): those blocks queue for the few SM slots
 // the GEMM's blocks leave. Rows no slot covers are disjoint from the rows the slots' blocks write, so the two kinds
 // of block need no order. Every thread of the block calls it.
 constexpr int kZeroRows = 64;

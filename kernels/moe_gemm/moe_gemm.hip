@@ -76,9 +76,9 @@ int64_t gs_moe_gemm_workspace(const GsMoeArgs& a, int block_m);
 //     8- and 16-bit formats (8 instantiations) / the 4-bit ones (6);
 //   5 moe_gemm.cuda_core16.hip / 6 moe_gemm.cuda_core16_4bit.hip: its 16-row tiles, the same split (4 / 3);
 // this file (unit 1) keeps the ring, MFMA and row-preparation kernels, the launcher and the entry points. They
-// compile at the same time, so the family's cold build takes its longest unit: nvcc sm_90a on the 2-core box,
-// each alone, the 16-row tiles took 8.2 s as one unit and 5.1 / 4.5 s split by format width, the small tiles
-// 5.2 / 4.3 s (reports/performance.md). Compiled alone (unit 0:
+// compile at the same time, so the family's cold build takes its longest unit (each unit's seconds:
+// reports/performance.md, `build_times`); split by format width, each CUDA-core unit builds well under the time
+// of one unit holding both widths. Compiled alone (unit 0:
 // bench/moe_gemm_variants.cu, .ci/compile_hip.sh) the file holds everything.
 #if defined(GS_MOE_GEMM_PART)
 #if GS_MOE_GEMM_PART < 2 || GS_MOE_GEMM_PART > 6
@@ -168,7 +168,7 @@ __global__ void __launch_bounds__(kThreads) gs_moe_prepare_rows(GsMoeArgs a, int
       }
 #if defined(GS_BACKEND_CUDA)
     // 16-byte pieces of 8 elements: the ring path runs only with a.vec_x (gs_moe_gemm_uses_mma); scalar
-    // 2-byte accesses would make this kernel 11.7 us at 512 x 6144 on the H200.
+    // 2-byte accesses made this kernel several times slower (DESIGN.md).
     const uint4* xr = reinterpret_cast<const uint4*>(a.x + row * a.x_sr);
     if (a.xh) {
       unsigned em = 0;

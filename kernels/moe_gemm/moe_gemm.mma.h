@@ -6,11 +6,11 @@
 #include "moe_gemm.device.h"
 
 // ------------------------------------------------------------------------ tensor-core kernel (CUDA)
-// Not launched by gs_moe_gemm_launch (the prefill kernel, moe_gemm.tile.h, replaced it: 3.45 -> 2.13 ms for MXFP8
-// prefill); kept for bench/moe_gemm_variants.cu, which times it. For slots of more than 16 rows the CUDA-core
-// kernel does 16+ f32 FMAs per weight and is compute-bound (4.3 ms at 16 tokens per expert on the H200, 2.3% of
-// copy bandwidth: DESIGN.md). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32, sm_80+) and is NOT the CPU
-// twin's bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every run
+// Not launched by gs_moe_gemm_launch (the prefill kernel, moe_gemm.tile.h, replaced it, faster for MXFP8
+// prefill: DESIGN.md); kept for bench/moe_gemm_variants.cu, which times it. For slots of more than 16 rows the
+// CUDA-core kernel does 16+ f32 FMAs per weight and is compute-bound (4.3 ms at 16 tokens per expert on the H200,
+// 0.023 of copy bandwidth: reports/performance.md). This path feeds mma.sync.m16n8k16 (bf16 x bf16 -> f32,
+// sm_80+) and is NOT the CPU twin's bit pattern: the tensor core's f32 accumulation order is its own. It is deterministic (same bits every run
 // and every replay), and its error against the f32 reference is the same order as the CUDA-core kernel's
 // (tests/test_moe_gemm_ops.py). The per-chunk scale is still applied as acc = fmaf(c, s, acc) on the chunk's
 // 32-element partial c, as in the CUDA-core kernel.

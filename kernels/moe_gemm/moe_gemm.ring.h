@@ -12,7 +12,7 @@
 // and 0.561 at Hy4-TP8 16 tokens; the CUDA-core kernel 0.31 at 1 token, 0.02 at 16. MXFP8 at Hy4-TP8 16 tokens on
 // the H200 in the launcher's form (kRingWarpsMxfp8): 0.81-0.85 of copy bandwidth for the kernel alone, 0.76 with
 // gs_moe_prepare_rows (bench/moe_gemm_variants.cu, reports/performance.md; the variants it beat, a one-tile MMA
-// kernel at 0.34 and a bf16 software decode at 0.68-0.70, are in DESIGN.md).
+// kernel and a bf16 software decode, are in DESIGN.md).
 // Per block of W warps (W x NT n8 column tiles, 16 rows):
 //  * a ring of S stages in shared memory, each stage 4 chunks (128 K) of every column of the tile and the MX
 //    scales, and a ring of S + 1 stages of the 16 x rows (see below), filled with cp.async (nothing passes
@@ -112,11 +112,11 @@ constexpr int gs_ring_smem_bytes() {
 // x has its own ring of S + 1 slots, one stage ahead of the weights: the group of cp.async copies that brings stage
 // st's weights also brings stage st + 1's x (bf16 x for bf16 weights; for fp8 / MXFP4 the row-scaled f16 x
 // gs_moe_prepare_rows wrote into the workspace, in the MXFP4 pair order), so x never waits behind the weights (bf16
-// at Hy4-TP8 16 tokens: 1.01 of copy bandwidth, reports/performance.md; whether the ring costs the fp8 path was not
-// measured). Grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows) when the launcher passes
-// them: the bf16 ring is then one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway,
+// at Hy4-TP8 16 tokens: the op 1.02 of copy bandwidth, reports/performance.md; whether the ring costs the fp8 path
+// was not measured). Grid rows past the S slots' are zero-fill blocks (gs_zero_uncovered_rows) when the launcher
+// passes them: the bf16 ring is then one launch per call (the fp8 / MXFP4 paths launch gs_moe_prepare_rows first anyway,
 // which zero-fills). Converting x inside this kernel instead (every column block of a slot converting the slot's
-// rows again) measured 20-35% slower for MXFP8 and MXFP4 (DESIGN.md), so the f16 x stays a separate pass.
+// rows again) measured slower for MXFP8 and MXFP4 (DESIGN.md), so the f16 x stays a separate pass.
 //
 // XS (MXFP4: 1 or 2, kRingXsMxfp4 picks the launcher's, 2; MXFP8: 1, bench/moe_gemm_variants.cu only): the operands
 // swap, out^T = W^T x^T. The decoded weights are the MMA's A operand (m16: 16 columns, rows g and g + 8 of the
@@ -285,8 +285,8 @@ __global__ void __launch_bounds__(W * 32, MINB) gs_moe_gemm_mma_ring_kernel(GsMo
       // The stage's chunks; kExact (a stage with an E8M0 byte 0 or 255: the last partial stage, which pads
       // with 0, or a NaN/2^-127 scale) decodes each scale with gs_e8m0 instead of the shift. The MX chunks'
       // f32 partials are independent MMAs from zero: folding MXFP4's scale into its f16 weights and
-      // accumulating in place (one MMA chain per tile, the prefill kernel's MXFP8 fast path) measured 5-13%
-      // slower in the ring on the H200 (DESIGN.md).
+      // accumulating in place (one MMA chain per tile, the prefill kernel's MXFP8 fast path) measured slower in
+      // the ring on the H200 (DESIGN.md).
       auto chunks = [&](auto exact_tag) {
         constexpr bool kExact = decltype(exact_tag)::value;
         static_cast<void>(kExact);  // read only by the MX instantiations

@@ -23,7 +23,7 @@
 //    epilogue.
 //  * MXFP4 weights: one 32-bit word (8 e2m1 nibbles) per column, chunk and lane, decoded to f16x2 in
 //    registers (gs_e2m1x8_to_f16x2_mul: x in its pair order, as in the ring kernel); every weight is read
-//    from memory once per 64 MW rows (the ring kernel re-reads them per 16: 40.9 ms at the prefill shape below).
+//    from memory once per 64 MW rows (the ring kernel re-reads them per 16: far slower, DESIGN.md).
 //  * MX fast path: when every E8M0 byte a warp needs for a group of 4 chunks lies in 113..134 (MXFP8; 2^-14 ..
 //    2^7; quantize_weight gives about 2^-7 for N(0,1) weights) or 104..128 (MXFP4), the scale multiplies the
 //    f16 weights (HMUL2) and the chunk accumulates in the tensor core directly. MXFP8: e4m3 magnitudes
@@ -39,8 +39,8 @@
 // Measured (H200, sm_90 build, DeepSeek-like 32 x 4096 x 7168, 128 tokens per expert, bench/moe_gemm.py;
 // reports/performance.md): block_m 128 (MW = 2) mxfp8 1.06 ms, bf16 1.12, block_fp8 1.42, mxfp4 1.14; block_m 64
 // (MW = 1) 1.36 / 1.25 / 1.61 / 1.31; against 0.53 ms for torch._grouped_mm on bf16: 170-230 TFLOP/s, still under
-// half of it. The per-m16-tile branches between the MMAs cost 40-70% in every tile (mxfp8 1.83 against 1.06 ms,
-// DESIGN.md), so only a slot's last, partial tile takes them (kFull). block_fp8 always takes the exact path (an f32
+// half of it. Per-m16-tile branches between the MMAs slowed every tile (DESIGN.md), so only a slot's last,
+// partial tile takes them (kFull). block_fp8 always takes the exact path (an f32
 // partial per chunk).
 // Where the time goes (Nsight Compute at DSv3-prefill, reports/performance.md):
 // the launcher's tilings run 8 warps per SM (244-255 registers: 128 accumulators per thread; the fp8 and MXFP4

@@ -25,8 +25,8 @@
 // against 1.06-1.07 for the mma.sync tile kernel and 0.519-0.529 for torch._grouped_mm in the same runs; 64-row
 // slots 0.67-0.70 ms (the weights are staged once per 64 rows).
 // A form that converted MXFP8 weights per stage into bf16 in shared memory (with the E8M0 scale) measured no
-// faster than the mma.sync kernel (0.997-1.127 against 1.028 ms at DSv3-prefill) and latency-bound under Nsight
-// Compute (32% issue, 2 warps per scheduler): MXFP8 takes gs_moe_gemm_wgmma_q_kernel (moe_gemm.wgmma_q.h) instead.
+// faster than the mma.sync kernel and latency-bound under Nsight Compute (DESIGN.md): MXFP8 takes
+// gs_moe_gemm_wgmma_q_kernel (moe_gemm.wgmma_q.h) instead.
 constexpr int kWgK = 64;  // K per stage: 128 bytes of bf16 per row
 // The launcher's forms. 128-row slots: 256 columns, 4 stages (193 KB): 0.510 / 0.535 ms at DSv3-prefill against
 // 0.522 / 0.512 for 128 columns and 6 stages, 0.529 for 192 columns and 5, 0.528 for 128 and 7; 0.0308 against

@@ -51,8 +51,7 @@ constexpr int kWqGroupsMx = 3;
 //   64-row CTAs   K 512: 0.0290 / 0.0324, 0.0259 / 0.0295   K 7168: 0.8430 / 0.7877, 0.8342 / 0.8052
 //   128-row CTAs  K 512: 0.0468 / 0.0478, 0.0422 / 0.0441   K 7168: 0.7418 / 0.6425, 0.7469 / 0.6430
 // Lines through each pair of points cross near K 600 (128 rows) and K 900-1250 (64 rows), so the threshold is the
-// measured K 512. The op at small-K-MoE (K 512, 64 rows) from a graph: MXFP8 0.0329-0.0331 ms against the pair's
-// 0.0356-0.0357, MXFP4 0.0309-0.0312 against 0.0339-0.0342 (bench/moe_gemm.py, both trees in one run).
+// measured K 512; the op at small-K-MoE gains the same from a graph (DESIGN.md).
 // Fast form, per column: c = (largest e) - top; the weights become w 2^(e - c), exact normal-range or subnormal
 // f16 multiples of the format's values, their products with the f16 x are exact in f32, and the epilogue
 // multiplies by 2^(c - 127). e4m3 (decoded to its value): e - c in -14..7 (448 * 2^7 = 57344 < 65504; the lowest
@@ -158,12 +157,9 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
     // otherwise), 6 in flight (8 made ptxas spill in MXFP4's 64-row fast form, whose registers the scan
     // shares), with byte-wise min / max per 32-bit word (255 left out of both: of the min as
     // the sentinel it is, of the max by a mask). Both launches of the pair scan, and the exact form's launch,
-    // whose CTAs nearly all exit after it, cost 0.042 ms of the MXFP8 pair's 0.676 at DSv3-prefill with 4-byte
-    // loads (7 dependent rounds of 8 loads there). With 16-byte loads the op from a graph at DSv3-prefill
-    // (bench/moe_gemm.py, gs_moe_prepare_rows included) took 0.683 / 0.684 ms for MXFP8 against 0.716 with
-    // 4-byte loads in the same run, MXFP4 0.666 / 0.667 against 0.694 / 0.701, small-K-MoE unchanged
-    // (reports/performance.md); spreading the scan over every thread with shared atomics per column measured
-    // 0.022 ms faster there but 0.0024 ms slower at small-K-MoE (DESIGN.md).
+    // whose CTAs nearly all exit after it, paid for 4-byte loads (7 dependent rounds of 8 loads at DSv3-prefill);
+    // 16-byte loads made the op faster there and left small-K-MoE unchanged, and spreading the scan over every
+    // thread with shared atomics per column was faster there but slower at small-K-MoE (DESIGN.md).
     int fits = 1;
     if (tid < kCols) {
       uint32_t lo4 = ~0u, hi4 = 0u;
@@ -335,8 +331,7 @@ __global__ void __launch_bounds__(128 * NWG, MINB) gs_moe_gemm_wgmma_q_kernel(Gs
             }
           };
           // e2m1 forms both chunks' multipliers before converting either, e4m3 each chunk's just before its
-          // conversion: at DSv3-prefill the fast forms took 0.726 ms against 0.750-0.758 the other way (MXFP4) and
-          // 0.684 against 0.761 (MXFP8) (reports/performance.md).
+          // conversion: each order is the faster one for its format at DSv3-prefill (DESIGN.md).
           if constexpr (kE2m1) {
             multipliers(0);
             multipliers(1);
