@@ -281,6 +281,11 @@ def check(
             )
             break
     _explain_leak(rows)
+    if (explain or case.launch_diff) and (case.buckets or case.make_module is not None) and rows:
+        from graphsafe.launch_diff import DETAIL_PREFIX
+
+        note = DETAIL_PREFIX + "not run: an engine-style case (buckets, a stateful module) is not compared"
+        rows[0].detail = f"{rows[0].detail}; {note}" if rows[0].detail else note
     verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
