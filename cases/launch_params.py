@@ -7,7 +7,7 @@ the fixed variant reads the same value on the device. Input A (seed 0) has 3 val
 (`_n_valid`), so A's plan and B's differ. What each buggy variant must get, and what the launch diff must name
 (tests/test_launch_diff.py checks both; FINDINGS below lists them):
 
-  shape                                   GPU kernel control (`requires` gpu)     torch-op control (cpu and gpu)
+  shape                                   GPU kernel control (a GPU only)         torch-op control (cpu and gpu)
   a scalar argument frozen at capture     kernel `kv_append`, argument 5 (int)    op `aten.select.int`, `index`
   a grid sized from the capture batch     kernel `scale_valid_rows`, its grid     op `aten.slice.Tensor`, `end`
   a host plan's result not refreshed      kernel `run_plan`, argument 4 (int)     (the same as the slice: a count)
@@ -15,7 +15,8 @@ the fixed variant reads the same value on the device. Input A (seed 0) has 3 val
   work eager does that the graph lacks    eager B runs kernel `apply_fixup`       eager B runs op `aten.add_.Tensor`
 
 All buggy variants get stale_replay (their replays differ from eager), so the launch diff runs on its own for
-them; the fixed twins pass, and under `--explain` report no launch difference.
+them; the fixed twins pass, and under `--explain` report no launch difference. The kernel controls register
+only where a GPU exists (as cases/platform/) and declare `requires=("gpu",)`.
 """
 
 from __future__ import annotations
@@ -217,42 +218,44 @@ def _register_pair(
             FINDINGS[name] = (gpu_finding, cpu_finding)
 
 
-_register_pair(
-    "kernel_position",
-    kv_append_op,
-    position_reference,
-    gpu_finding=("kernel `kv_append`", "argument 5 (int) is 2 in the graph captured with A, 7 for B"),
-    cpu_finding=None,
-    requires=("gpu",),
-    note="a KV-cache append at the plan's position passed as a kernel argument",
-)
-_register_pair(
-    "kernel_grid",
-    scale_rows_op,
-    functools.partial(scaled_rows_reference, factor=2.0),
-    gpu_finding=("kernel `scale_valid_rows`", "grid (1,1,1) captured, (2,1,1) needed"),
-    cpu_finding=None,
-    requires=("gpu",),
-    note="a grid of ceil(valid rows / 4) blocks from the plan, no grid-stride loop",
-)
-_register_pair(
-    "kernel_plan_count",
-    run_plan_op,
-    functools.partial(scaled_rows_reference, factor=3.0),
-    gpu_finding=("kernel `run_plan`", "argument 4 (int) is 3 in the graph captured with A, 8 for B"),
-    cpu_finding=None,
-    requires=("gpu",),
-    note="the plan's work list is refreshed on the device before every replay, its length is a kernel argument",
-)
-_register_pair(
-    "kernel_fixup",
-    fixup_op,
-    fixup_reference,
-    gpu_finding=("eager B runs kernel `apply_fixup` that the graph does not contain",),
-    cpu_finding=None,
-    requires=("gpu",),
-    note="a fix-up pass launched only when the host plan says the batch needs it",
-)
+# The kernel controls register only where a GPU exists (as cases/platform/), and declare it too.
+if torch.cuda.is_available():
+    _register_pair(
+        "kernel_position",
+        kv_append_op,
+        position_reference,
+        gpu_finding=("kernel `kv_append`", "argument 5 (int) is 2 in the graph captured with A, 7 for B"),
+        cpu_finding=None,
+        requires=("gpu",),
+        note="a KV-cache append at the plan's position passed as a kernel argument",
+    )
+    _register_pair(
+        "kernel_grid",
+        scale_rows_op,
+        functools.partial(scaled_rows_reference, factor=2.0),
+        gpu_finding=("kernel `scale_valid_rows`", "grid (1,1,1) captured, (2,1,1) needed"),
+        cpu_finding=None,
+        requires=("gpu",),
+        note="a grid of ceil(valid rows / 4) blocks from the plan, no grid-stride loop",
+    )
+    _register_pair(
+        "kernel_plan_count",
+        run_plan_op,
+        functools.partial(scaled_rows_reference, factor=3.0),
+        gpu_finding=("kernel `run_plan`", "argument 4 (int) is 3 in the graph captured with A, 8 for B"),
+        cpu_finding=None,
+        requires=("gpu",),
+        note="the plan's work list is refreshed on the device before every replay, its length is a kernel argument",
+    )
+    _register_pair(
+        "kernel_fixup",
+        fixup_op,
+        fixup_reference,
+        gpu_finding=("eager B runs kernel `apply_fixup` that the graph does not contain",),
+        cpu_finding=None,
+        requires=("gpu",),
+        note="a fix-up pass launched only when the host plan says the batch needs it",
+    )
 _register_pair(
     "op_position",
     select_position_op,
