@@ -260,7 +260,7 @@ _register_pair(
     "op_position",
     select_position_op,
     position_reference,
-    gpu_finding=("a pointer into output 0 at byte 128 in the graph captured with A", "at byte 448 for B"),
+    gpu_finding=("a pointer into output 0 at byte 128", "a pointer into output 0 at byte 448"),
     cpu_finding=("op `aten.select.int`", "argument `index` is 2 in the graph captured with A, 7 for B"),
     note="a row written at the plan's position through select(0, position)",
 )

@@ -535,6 +535,9 @@ def short_name(signature: str, limit: int = 60) -> str:
     name = signature[:start] if start > 0 else signature
     if name.startswith("void "):
         name = name[len("void ") :]
+    name = name.replace(
+        "(anonymous namespace)::", ""
+    )  # a file-local kernel: its name is what the source says
     if len(name) > limit and "<" in name:
         name = name[: name.index("<")] + "<...>"
     return name

@@ -90,6 +90,10 @@ def test_names_are_demangled_and_parameter_types_read() -> None:
     assert launch_diff.short_name(signature) == "kv_append"
     assert launch_diff.parameter_types(signature)[5] == "int"
     assert launch_diff.demangle("_kv_append_triton") == "_kv_append_triton"  # Triton names are plain
+    local = launch_diff.demangle(  # as nvcc mangles a kernel in an anonymous namespace
+        "_ZN50_GLOBAL__N__f6446b06_17_launch_params_hip_fdcf401c9kv_appendEPKfS1_PfiiiPKi"
+    )
+    assert launch_diff.short_name(local) == "kv_append", local
 
 
 def test_identical_launches_differ_in_nothing_though_outputs_move() -> None:

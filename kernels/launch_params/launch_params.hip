@@ -23,8 +23,8 @@
 #include <stdexcept>
 #include <string>
 
-namespace gs_launch {
-
+// The kernels sit at file scope under the names a launch-diff finding shows (`kv_append`, ...); the
+// entry points of launch_params.h, which share those names, live in gs_launch and call them as ::name.
 namespace {
 
 void check(hipError_t err, const char* what) {
@@ -62,7 +62,7 @@ GS_HD inline float philox_draw(uint64_t seed, uint64_t offset, uint32_t row) {
   return static_cast<float>(c[0] >> 8) * (1.0f / 16777216.0f);
 }
 
-__global__ void kv_append_kernel(const float* cache, const float* new_row, float* out, int rows, int dim, int pos,
+__global__ void kv_append(const float* cache, const float* new_row, float* out, int rows, int dim, int pos,
                                  const int* pos_dev) {
   const int r = blockIdx.x, t = threadIdx.x;
   if (r >= rows || t >= dim) return;
@@ -70,16 +70,16 @@ __global__ void kv_append_kernel(const float* cache, const float* new_row, float
   out[r * dim + t] = r == p ? new_row[t] : cache[r * dim + t];
 }
 
-__global__ void scale_valid_rows_kernel(const float* x, float* out, int cols, const int* n_valid_dev) {
+__global__ void scale_valid_rows(const float* x, float* out, int cols, const int* n_valid_dev) {
   const int n = *n_valid_dev;
-  for (int i = 0; i < kRowsPerBlock; ++i) {
-    const int r = blockIdx.x * kRowsPerBlock + i;
+  for (int i = 0; i < gs_launch::kRowsPerBlock; ++i) {
+    const int r = blockIdx.x * gs_launch::kRowsPerBlock + i;
     if (r >= n) return;
     for (int c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = 2.0f * x[r * cols + c];
   }
 }
 
-__global__ void run_plan_kernel(const float* x, float* out, int cols, const int* plan_rows, int work_items,
+__global__ void run_plan(const float* x, float* out, int cols, const int* plan_rows, int work_items,
                                 const int* work_items_dev) {
   const int count = work_items_dev != nullptr ? *work_items_dev : work_items;
   const int item = blockIdx.x;
@@ -88,12 +88,12 @@ __global__ void run_plan_kernel(const float* x, float* out, int cols, const int*
   for (int c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = 3.0f * x[r * cols + c];
 }
 
-__global__ void apply_fixup_kernel(float* out, int cols, const int* needed_dev) {
+__global__ void apply_fixup(float* out, int cols, const int* needed_dev) {
   if (needed_dev != nullptr && *needed_dev == 0) return;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) out[blockIdx.x * cols + c] += 1.0f;
 }
 
-__global__ void sample_rows_kernel(const float* probs, int64_t* out, int rows, int vocab, const float* uniforms,
+__global__ void sample_rows(const float* probs, int64_t* out, int rows, int vocab, const float* uniforms,
                                    uint64_t seed, uint64_t offset) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
   if (r >= rows) return;
@@ -116,19 +116,21 @@ void check_launch(const char* what) { check(hipGetLastError(), what); }
 
 }  // namespace
 
+namespace gs_launch {
+
 float philox_uniform(uint64_t seed, uint64_t offset, uint32_t row) { return philox_draw(seed, offset, row); }
 
 void kv_append(uintptr_t cache, uintptr_t new_row, uintptr_t out, int rows, int dim, int pos, uintptr_t pos_dev,
                uintptr_t stream) {
   if (rows <= 0 || dim <= 0 || dim > 1024) throw std::invalid_argument("kv_append: rows > 0 and 0 < dim <= 1024");
-  hipLaunchKernelGGL(kv_append_kernel, dim3(rows), dim3(dim), 0, as_stream(stream), as_ptr<const float>(cache),
+  hipLaunchKernelGGL(::kv_append, dim3(rows), dim3(dim), 0, as_stream(stream), as_ptr<const float>(cache),
                      as_ptr<const float>(new_row), as_ptr<float>(out), rows, dim, pos, as_ptr<const int>(pos_dev));
   check_launch("kv_append");
 }
 
 void scale_valid_rows(uintptr_t x, uintptr_t out, int cols, uintptr_t n_valid_dev, int grid, uintptr_t stream) {
   if (grid <= 0 || cols <= 0) throw std::invalid_argument("scale_valid_rows: grid and cols must be > 0");
-  hipLaunchKernelGGL(scale_valid_rows_kernel, dim3(grid), dim3(128), 0, as_stream(stream), as_ptr<const float>(x),
+  hipLaunchKernelGGL(::scale_valid_rows, dim3(grid), dim3(128), 0, as_stream(stream), as_ptr<const float>(x),
                      as_ptr<float>(out), cols, as_ptr<const int>(n_valid_dev));
   check_launch("scale_valid_rows");
 }
@@ -136,7 +138,7 @@ void scale_valid_rows(uintptr_t x, uintptr_t out, int cols, uintptr_t n_valid_de
 void run_plan(uintptr_t x, uintptr_t out, int cols, uintptr_t plan_rows, int work_items, uintptr_t work_items_dev,
               int grid, uintptr_t stream) {
   if (grid <= 0 || cols <= 0) throw std::invalid_argument("run_plan: grid and cols must be > 0");
-  hipLaunchKernelGGL(run_plan_kernel, dim3(grid), dim3(128), 0, as_stream(stream), as_ptr<const float>(x),
+  hipLaunchKernelGGL(::run_plan, dim3(grid), dim3(128), 0, as_stream(stream), as_ptr<const float>(x),
                      as_ptr<float>(out), cols, as_ptr<const int>(plan_rows), work_items,
                      as_ptr<const int>(work_items_dev));
   check_launch("run_plan");
@@ -144,7 +146,7 @@ void run_plan(uintptr_t x, uintptr_t out, int cols, uintptr_t plan_rows, int wor
 
 void apply_fixup(uintptr_t out, int rows, int cols, uintptr_t needed_dev, uintptr_t stream) {
   if (rows <= 0 || cols <= 0) throw std::invalid_argument("apply_fixup: rows and cols must be > 0");
-  hipLaunchKernelGGL(apply_fixup_kernel, dim3(rows), dim3(128), 0, as_stream(stream), as_ptr<float>(out), cols,
+  hipLaunchKernelGGL(::apply_fixup, dim3(rows), dim3(128), 0, as_stream(stream), as_ptr<float>(out), cols,
                      as_ptr<const int>(needed_dev));
   check_launch("apply_fixup");
 }
@@ -153,7 +155,7 @@ void sample_rows(uintptr_t probs, uintptr_t out, int rows, int vocab, uintptr_t 
                  uint64_t offset, uintptr_t stream) {
   if (rows <= 0 || vocab <= 0) throw std::invalid_argument("sample_rows: rows and vocab must be > 0");
   const int threads = rows < 128 ? rows : 128;
-  hipLaunchKernelGGL(sample_rows_kernel, dim3((rows + threads - 1) / threads), dim3(threads), 0, as_stream(stream),
+  hipLaunchKernelGGL(::sample_rows, dim3((rows + threads - 1) / threads), dim3(threads), 0, as_stream(stream),
                      as_ptr<const float>(probs), as_ptr<int64_t>(out), rows, vocab, as_ptr<const float>(uniforms),
                      seed, offset);
   check_launch("sample_rows");
