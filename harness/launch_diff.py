@@ -196,13 +196,17 @@ def compare(a: Capture, b: Capture, *, a_label: str = "A", b_label: str = "B") -
             )
     found.sort(key=lambda item: item[0])  # stable: within a node, the order the checks ran
     diff.differences = [sentence for _, sentence in found]
-    kernels = sum(1 for n in a.nodes if n.kind in ("kernel", "op"))
-    unit = "ops" if a.nodes and all(n.kind == "op" for n in a.nodes) else "kernels"
+    launches = sum(1 for n in a.nodes if n.kind in ("kernel", "op"))
+    unit = "op" if a.nodes and all(n.kind == "op" for n in a.nodes) else "kernel"
     diff.summary = (
-        f"compared: the graph captured with {a_label} ({n_a} nodes, {kernels} {unit}) with a capture for "
-        f"{b_label} ({len(b.nodes)} nodes)"
+        f"compared: the graph captured with {a_label} ({_count(n_a, 'node')}, {_count(launches, unit)}) with a "
+        f"capture for {b_label} ({_count(len(b.nodes), 'node')})"
     )
     return diff
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
 
 
 def _compare_pair(
