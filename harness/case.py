@@ -88,6 +88,10 @@ class Case:
         still run beside them, and the group starts as early as its
         summed time says (runner.longest_first). DEVICE_WAITS is the built-in suite's name for such cases,
         for users' cases too.
+    launch_diff: run the launch diff (harness/launch_diff.py) on every check of this case, as `verify --explain`
+        does for all: the graph captured with A is compared with a capture made for B, and a kernel argument,
+        grid or node that differs fails the case (stale_replay) with a finding naming it, even where the
+        outputs agree (a frozen value that happens to give the right output for these inputs).
     """
 
     name: str
@@ -112,6 +116,7 @@ class Case:
     make_module: Callable[[torch.device], torch.nn.Module] | None = None
     steps: int = 0
     exclusive: str = ""
+    launch_diff: bool = False
     _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -181,8 +186,9 @@ class Case:
         if self.sizes is not None:
             object.__setattr__(self, "sizes", validate_sizes(label, self.sizes, self.make_inputs))
         _validate_engine_fields(self, label)
-        if not isinstance(self.bit_exact, bool):
-            raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
+        for field in ("bit_exact", "launch_diff"):
+            if not isinstance(getattr(self, field), bool):
+                raise CaseError(label, field, f"must be True or False, got {getattr(self, field)!r}")
         for field in ("static_inputs", "mutates"):
             value = getattr(self, field)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 import graphsafe
-from graphsafe import findings, requirements
+from graphsafe import findings, requirements, sanitizer
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
@@ -56,6 +56,7 @@ from graphsafe.runner import (
     start_workers,
     stop_workers,
 )
+from graphsafe.sanitizer import TOOLS
 from graphsafe.selection import compile_selector
 from graphsafe.suites import default_suites, load_default_suites
 
@@ -157,6 +158,19 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--no-isolate", action="store_true", help="run cases in this process (no crash/timeout isolation)"
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="run the launch diff for every case, passing ones too: compare the graph captured with A with a "
+        "capture made for B, kernel by kernel; a launch difference fails the case with a finding naming it",
+    )
+    p.add_argument(
+        "--sanitizer",
+        choices=TOOLS,
+        default=None,
+        help="rerun the first failing case's eager call and replay under compute-sanitizer (NVIDIA) and add its "
+        "first findings to the case's detail; without the tool, a one-line note",
     )
 
 
@@ -486,6 +500,7 @@ def run_verify(
         rebuilds=args.rebuilds,
         live_graphs=args.live_graphs,
         deadline=args.deadline,
+        explain=args.explain,
     )
     try:
         claim = claim_run_dir(args.report_dir)
@@ -499,7 +514,7 @@ def run_verify(
         jobs = len(started.workers)
     else:
         jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
-    state: dict[str, Any] = {"writer": None, "progress": None, "failed": 0}
+    state: dict[str, Any] = {"writer": None, "progress": None, "failed": 0, "held": None}
     verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", 0)
     exitfirst, maxfail = getattr(args, "exitfirst", False), getattr(args, "maxfail", None)
     stop_after = 1 if exitfirst else maxfail
@@ -522,7 +537,10 @@ def run_verify(
     def on_result(result: Result) -> None:
         if result.seconds is not None:
             clock.cases.append(result)
-        state["writer"].add(result)
+        if args.sanitizer and state["held"] is None and sanitizer.wanted(result):
+            state["held"] = result  # written after its rerun under the sanitizer, once every case ran
+        else:
+            state["writer"].add(result)
         if state["progress"] is not None:
             state["progress"].update(result.case, result.ok)
         if verbose and not quiet:
@@ -560,6 +578,16 @@ def run_verify(
                 started=started,
                 respawns=respawns,
             )
+        if state["held"] is not None:
+            # After the cases: the rerun takes minutes under the tool and must not hold up the workers (their
+            # deadlines count from their start) or share the GPU with them.
+            clock.mark("cases")
+            state["cases_timed"] = True
+            rerun = state["held"]
+            sanitizer.annotate(
+                rerun, sanitizer.second_opinion(rerun, args.sanitizer, backend, list(args.case))
+            )
+            clock.mark(f"sanitizer {args.sanitizer}")
     except StoppedAfterFailures as exc:
         stopped = str(exc)  # not raised on: the reports are written below and say so; verify exits 1
     except Interrupted as exc:
@@ -584,11 +612,14 @@ def run_verify(
         # A second Ctrl-C while the reports are written would leave them half done: both signals wait.
         held = _hold_signals()
         writer = state["writer"]
+        if writer is not None and state["held"] is not None:
+            writer.add(state["held"])
         status = None
         if state["progress"] is not None:
             state["progress"].close()
         if writer is not None:
-            clock.mark("cases")
+            if not state.get("cases_timed"):
+                clock.mark("cases")
             status = writer.close(stopped)
             if writer.write_error:
                 print(f"graphsafe: error: {writer.write_error}", file=sys.stderr)
@@ -821,6 +852,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 isolate=not args.no_isolate,
                 deadline=args.deadline,
                 markdown=args.markdown,
+                explain=args.explain,
             )
         args.replays = args.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]

@@ -14,6 +14,10 @@ How a row's verdict is decided (`_verdict_row` in harness/verdict_rules.py), fir
   5. graph differs from the reference (per-dtype threshold)      -> stale_replay
   6. graph differs from eager: bit-exact, unless the case declares `replay_tolerance` (nondeterministic
      kernels, with a note)                                       -> stale_replay
+Where a replay differs from eager (stale_replay, uninitialized), and for every case under `explain=True` or
+`Case.launch_diff`, the launch diff (harness/launch_diff.py) captures the op once more with that B and names
+the first kernel argument, grid or node the graph froze at capture; under explain a launch difference alone
+makes the row stale_replay, since the graph then replays work eager B does not do.
 A replay and an eager call of the same kernels on the same inputs give the same bits; where they do not,
 something is stale. Random ops draw the same numbers both ways because replay and eager start from the same
 generator state (`GraphBackend.rng_state`): graph-safe sampling passes, noise baked at capture does not.
@@ -207,11 +211,14 @@ def check(
     rebuilds: int = 0,
     live_graphs: int = 0,
     sizes: Mapping[str, int] | None = None,
+    explain: bool = False,
 ) -> Result:
     """Run the protocol for one case; returns its verdict and one row per pattern x replay.
 
     A case that declares `sizes` is checked at the given `sizes`, or, without them, over its size space
-    (harness/search.py: the result is the smallest failing sizes', or a pass over every size tried)."""
+    (harness/search.py: the result is the smallest failing sizes', or a pass over every size tried).
+    `explain`: run the launch diff for this case even when it passes (module note; `graphsafe verify
+    --explain`); a case declaring `launch_diff=True` always gets it."""
     if replays < 1:
         raise ValueError(f"replays must be >= 1, got {replays}")
     be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
@@ -229,6 +236,7 @@ def check(
                 patterns=patterns,
                 rebuilds=rebuilds,
                 live_graphs=live_graphs,
+                explain=explain,
             )
 
         def explore(bound: Case) -> Result:  # harness/search.py EXPLORE_REPLAYS says why fewer replays
@@ -263,6 +271,7 @@ def check(
                         probe_hidden_state=index == 0,
                         validated=validated,
                         store=store,
+                        explain=explain or case.launch_diff,
                     )
                 )
         except DEVICE_FAULTS as exc:
@@ -273,6 +282,11 @@ def check(
             )
             break
     _explain_leak(rows)
+    if (explain or case.launch_diff) and (case.buckets or case.make_module is not None) and rows:
+        from graphsafe.launch_diff import DETAIL_PREFIX
+
+        note = DETAIL_PREFIX + "not run: an engine-style case (buckets, a stateful module) is not compared"
+        rows[0].detail = f"{rows[0].detail}; {note}" if rows[0].detail else note
     verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
@@ -302,6 +316,7 @@ def _check_pattern(
     probe_hidden_state: bool,
     validated: set[int],
     store: CheckStore,
+    explain: bool = False,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
     row = _row_factory(case, be, pattern, seed_a)
@@ -337,9 +352,11 @@ def _check_pattern(
     capture_ms = (time.perf_counter() - start) * 1e3
 
     rows = []
+    rngs = []  # the generator state each replay and its eager call started from (the launch diff's B)
     try:
         for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
             first = i == 0
+            rngs.append(rng_start if first else be.rng_state())
             r = _replay_and_compare(
                 case,
                 be,
@@ -350,13 +367,16 @@ def _check_pattern(
                 i,
                 seed_b,
                 store,
-                rng=rng_start if first else None,
+                rng=rngs[-1],
                 fresh=fresh if first else None,
                 python_state=probe_state,
             )
             r.capture_ms = capture_ms if i == 0 else None
             r.limits = getattr(graph, "limits", "")  # what this backend's capture could not check
             rows.append(r)
+        # The launch diff once per check (the first pattern): a failing replay's cause, or on request.
+        if probe_hidden_state and (explain or any(r.row_verdict in _REPLAY_DIFFERS for r in rows)):
+            _explain_launches(case, be, graph, static, inputs_b, rows, rngs, explain)
     finally:
         graph.release(reclaim_now=False)  # the scope's end frees it, with the eager pool, after one wait
 
@@ -366,6 +386,52 @@ def _check_pattern(
     if live_graphs:
         rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs, store))
     return rows
+
+
+# Row verdicts that say the replay differs from eager, whose cause the launch diff looks for.
+_REPLAY_DIFFERS = (V.STALE_REPLAY, V.UNINITIALIZED)
+
+
+def _explain_launches(
+    case: Case,
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: Sequence[dict[str, torch.Tensor]],
+    rows: list[Row],
+    rngs: list[tuple[torch.Tensor, ...]],
+    requested: bool,
+) -> None:
+    """The launch diff (harness/launch_diff.py) of `graph` against a capture made with the B of the first
+    failing replay (replay 0 when none failed), written into that row's detail; a launch difference found
+    on request turns a passing row into stale_replay. The op's Python state and the generators are put
+    back afterwards, so the rest of the check runs as it would have without the diff."""
+    from graphsafe import launch_diff
+
+    index = next((i for i, r in enumerate(rows) if r.row_verdict != V.PASS), 0)
+    b, rng = inputs_b[index], rngs[index]
+    saved_rng = be.rng_state()
+
+    def capture_b() -> Any:
+        state = PythonState(case.op)
+        try:
+            with torch.no_grad():
+                for name, t in b.items():
+                    static[name].copy_(t)
+            prepare_inputs(case, static)
+            be.set_rng_state(rng)
+            return be.capture(functools.partial(_call_op, case, static), warmup=0)
+        finally:
+            state.restore()
+
+    try:
+        diff = launch_diff.explain(graph, static, capture_b, reraise=DEVICE_FAULTS)
+    finally:
+        be.set_rng_state(saved_rng)
+    r = rows[index]
+    r.detail = f"{r.detail}; {diff.detail()}" if r.detail else diff.detail()
+    if requested and diff.differs and r.row_verdict == V.PASS:
+        r.row_verdict = V.STALE_REPLAY
 
 
 def _replay_and_compare(

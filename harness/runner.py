@@ -50,6 +50,7 @@ class RunOptions:
     rebuilds: int = 0
     live_graphs: int = 0
     deadline: float = DEFAULT_DEADLINE_S
+    explain: bool = False  # the launch diff for every case (graphsafe.protocol.check explain=)
 
 
 @dataclass(frozen=True)
@@ -217,6 +218,7 @@ def run_in_process(
             seed=options.seed,
             rebuilds=options.rebuilds,
             live_graphs=options.live_graphs,
+            explain=options.explain,
         )
         result.seconds = time.monotonic() - start
         on_result(result)
@@ -526,6 +528,7 @@ def _assign(worker: _Worker, case: Case, options: RunOptions, validate: bool = F
         "seed": options.seed,
         "rebuilds": options.rebuilds,
         "live_graphs": options.live_graphs,
+        "explain": options.explain,
     }
     worker.case = case
     worker.last_case = case.name

@@ -123,6 +123,7 @@ def main() -> int:
                 seed=request["seed"],
                 rebuilds=request["rebuilds"],
                 live_graphs=request["live_graphs"],
+                explain=request.get("explain", False),
             )
             # A device fault leaves the context unusable: say so with the result, so the runner assigns this
             # worker nothing more, then exit; the runner starts a fresh worker for the remaining cases.

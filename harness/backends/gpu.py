@@ -65,7 +65,7 @@ import torch
 
 from graphsafe.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from graphsafe.errors import CaptureError, CaptureSyncError, FallbackEager
-from graphsafe.native import gpu_library, graph_node_kinds
+from graphsafe.native import gpu_library, graph_launch_nodes, graph_node_kinds
 from graphsafe.poison import deterministic_fill, fill_op_factories
 
 # Runtime and torch messages that mean "a host sync or data-dependent shape under capture". Sources:
@@ -365,6 +365,13 @@ class GpuCapturedGraph(CapturedGraph):
         if self._kinds is None and self._inspectable and self._graph is not None:
             self._kinds = graph_node_kinds(self._graph.raw_cuda_graph())
         return self._kinds
+
+    def launch_nodes(self) -> list[dict[str, Any]] | None:
+        """Each node's launch (graphsafe.native.graph_launch_nodes), read from the kept cudaGraph_t as
+        node_kinds is; None where this torch cannot keep the graph."""
+        if not self._inspectable or self._graph is None:
+            return None
+        return graph_launch_nodes(self._graph.raw_cuda_graph())
 
     def release(self, *, reclaim_now: bool = True) -> None:
         graph, pool = self._graph, self._pool
