@@ -42,6 +42,9 @@ HOST_SYNC = "host_sync"
 EXCEPTION = "exception"  # the op, its capture or its replay raised
 PROCESS = "process"  # the worker died or ran past its deadline
 NOT_DETECTED = "not_detected"  # a negative control that passed
+LAUNCH_DIFF = (
+    "launch_diff"  # the graph captured with A launches differently from one captured for B (--explain)
+)
 
 
 @dataclass(frozen=True)
@@ -62,11 +65,18 @@ _KEEP_IN_DEVICE_TENSORS = (
 )
 
 # One table, read top to bottom: the first row whose verdict and detector match gives the line. The README's
-# "verdict -> likely cause -> what to try" table is rendered from it (`causes_markdown`).
-# A detector that compares the graph captured with A against one captured with B on a GPU (the kernel argument
-# or launch shape frozen at capture) adds its rows here, with its own detector name, before the stale_replay
-# catch-all, and puts what it found in the finding's carried state.
+# "verdict -> likely cause -> what to try" table is rendered from it (`causes_markdown`). The launch diff
+# (graphsafe.launch_diff) puts the first launch difference it found in a finding's carried state.
 CAUSES: tuple[Cause, ...] = (
+    Cause(
+        V.STALE_REPLAY,
+        LAUNCH_DIFF,
+        "a kernel argument, launch shape or node was fixed at capture: the graph captured with A launches "
+        "differently from a capture made for B (the carried state above), even where B's outputs happen to agree",
+        "pass the value through a device tensor the graph reads (updated in place before replay), size the "
+        "grid for the largest input and mask the rest, and run per-call host work (a plan, an RNG offset) "
+        "inside the captured code or copy its results into the graph's buffers before every replay",
+    ),
     Cause(
         V.STALE_REPLAY,
         HIDDEN_STATE,

@@ -41,7 +41,7 @@ from graphsafe.errors import (
     FallbackEager,
     OutputTypeError,
 )
-from graphsafe.findings import HIDDEN_STATE, Finding
+from graphsafe.findings import HIDDEN_STATE, LAUNCH_DIFF, Finding
 from graphsafe.hidden_state import PythonState, op_generators
 from graphsafe.poison import PATTERNS, poison_outputs
 from graphsafe.records import Result, Row
@@ -430,8 +430,11 @@ def _explain_launches(
         be.set_rng_state(saved_rng)
     r = rows[index]
     r.detail = f"{r.detail}; {diff.detail()}" if r.detail else diff.detail()
-    if requested and diff.differs and r.row_verdict == V.PASS:
-        r.row_verdict = V.STALE_REPLAY
+    if diff.differs:
+        # The first launch difference is what the graph froze at capture: the finding's carried state.
+        Finding.add_state(r, diff.lines()[:1])
+        if requested and r.row_verdict == V.PASS:
+            r.row_verdict, r.detector = V.STALE_REPLAY, LAUNCH_DIFF
 
 
 def _replay_and_compare(
