@@ -383,6 +383,27 @@ class CaseFileError(Exception):
     """A case file or module could not be loaded (CLI exit code 2)."""
 
 
+# sha256 of each case file's bytes when this process loaded it, by resolved path: what the run's fingerprint
+# records, so a file edited while the run goes is recorded as the version that ran, not the edited one.
+_LOADED_DIGESTS: dict[str, str] = {}
+
+
+def loaded_file_digests() -> dict[str, str]:
+    """{resolved path: sha256 hex} of every case file or case module file loaded by this process so far."""
+    return dict(_LOADED_DIGESTS)
+
+
+def _remember_digest(path: Path, executing: bool) -> None:
+    """`executing`: the file is about to run (its digest replaces any earlier one); else it ran before
+    (an imported module), and a digest taken then is kept."""
+    with contextlib.suppress(OSError):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if executing:
+            _LOADED_DIGESTS[str(path.resolve())] = digest
+        else:
+            _LOADED_DIGESTS.setdefault(str(path.resolve()), digest)
+
+
 def load_case_source(source: str) -> list[Case]:
     """Import a case file (path ending in .py) or module (dotted name) and return the cases it registered.
 
@@ -396,6 +417,9 @@ def load_case_source(source: str) -> list[Case]:
         else:
             importlib.import_module(source)
             module_name = source
+            origin = getattr(getattr(sys.modules.get(source), "__spec__", None), "origin", None)
+            if origin and Path(origin).is_file():
+                _remember_digest(Path(origin), executing=False)
     except CaseError:
         raise
     except CaseFileError:
@@ -434,6 +458,7 @@ def _import_file(path: Path) -> str:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     module = importlib.util.module_from_spec(spec)
+    _remember_digest(path, executing=True)  # the bytes exec_module reads next
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

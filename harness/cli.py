@@ -1,9 +1,13 @@
 """The command line: `graphsafe verify | list | repro | report compare`.
 
-Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise (a run
-that -x or --maxfail stopped included), 2 for a usage error or a case file that cannot be loaded (the message
-names the file or case and the reason), 3 for an internal error, 130 when interrupted (SIGINT, SIGTERM). A run
-that stops early still writes its reports, each saying so in its first line.
+Exit codes (public contract): verify exits 0 iff every verdict equals its expectation (or every selected case
+was skipped by its `requires`), 1 otherwise (a run that stopped early included, -x or --maxfail too), 2 for a
+usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for an
+internal error, 5 when no case was selected (-k matching none, an empty shard: pytest's "no tests ran"), 74
+when a report could not be written completely (disk full, a file-size limit, an I/O error: EX_IOERR of
+sysexits.h; the message names the file), 130 when interrupted (SIGINT or SIGTERM, also while the reports are
+written: the writes finish first). A run that stops early still writes its reports, each saying so in its
+first line.
 
 What verify prints, pytest's way: progress on stderr while it runs, then one block per case not as expected
 (its finding: graphsafe.findings) and one summary line; -v lists every case as it finishes, -q prints the
@@ -22,7 +26,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,7 @@ from graphsafe.progress import BuildProgress, Progress, format_eta
 from graphsafe.protocol import DEFAULT_REPLAYS
 from graphsafe.records import Result
 from graphsafe.reports import fingerprint as fp_module
+from graphsafe.reports.atomic import ReportWriteError, write_atomic
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
 from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir, default_run_dir, read_results
@@ -69,13 +74,29 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM during a run: the reports are written, marked incomplete, then exit 130."""
 
 
+class NothingSelected(Exception):
+    """No case was selected (-k matching none, an empty shard): exit 5, pytest's "no tests ran"."""
+
+
+class ReportsNotWritten(Exception):
+    """A report file could not be written completely: exit 74; the message names each file and why."""
+
+
+class CaseExited(Exception):
+    """A case's code raised SystemExit in this process (--no-isolate): the run stopped there, exit 1."""
+
+
 # Where a run's time went (graphsafe.cli.RunClock): from this module's import (the interpreter and torch are
 # already loaded by then) to the reports.
 _IMPORTED_AT = time.monotonic()
 SLOWEST_SHOWN = 5
 
+EXIT_NOT_AS_EXPECTED = 1
+EXIT_USAGE = 2
 EXIT_INTERNAL_ERROR = 3
-EXIT_INTERRUPTED = 130
+EXIT_NOTHING_SELECTED = 5  # pytest's ExitCode.NO_TESTS_COLLECTED
+EXIT_REPORTS_NOT_WRITTEN = 74  # EX_IOERR (sysexits.h): pytest has no such code
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, for SIGTERM too (pytest says 2 for an interrupted session)
 # A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 is a million captures,
 # already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
 MAX_REPEATS = 1_000_000
@@ -157,7 +178,10 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds per case before `timeout`",
     )
     p.add_argument(
-        "--no-isolate", action="store_true", help="run cases in this process (no crash/timeout isolation)"
+        "--no-isolate",
+        action="store_true",
+        help="run cases in this process (no crash/timeout isolation): it cannot see a process exit "
+        "(os._exit) and is not for CI gates",
     )
     p.add_argument(
         "--explain",
@@ -270,6 +294,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument(
         "--allow-missing-shards", action="store_true", help="merge an incomplete set of shards (else exit 2)"
     )
+    merge.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="merge runs that differ in commit, case files, --seed, --replays, backend, graphsafe version or "
+        "platform (else exit 2); each difference is written at the top of the merged reports",
+    )
     baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
     baseline.add_argument("run_dir", type=Path)
     return parser
@@ -295,18 +325,26 @@ def _shard(text: str) -> Shard:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """`report merge`: 0 when every case is as expected and every shard complete, 1 otherwise, 2 refused."""
+    """`report merge`: 0 when every case is as expected and every shard complete, 1 otherwise, 2 refused,
+    74 when a merged report could not be written. "As expected" is decided as the merged summary decides it
+    (graphsafe.reports.tables.case_summaries: the verdict against the expectation, and any FAIL row), never
+    from the status column alone."""
+    from graphsafe.reports.tables import case_summaries
+
     try:
         merged = merge_runs(
             args.inputs,
             args.out,
             allow_mixed_platforms=args.allow_mixed_platforms,
             allow_missing_shards=args.allow_missing_shards,
+            allow_mixed=args.allow_mixed,
         )
+        write_reports(merged.out, merged.fingerprint, notes=merged.notes)
     except MergeError as exc:
         raise UsageError(f"report merge: {exc}") from exc
-    write_reports(merged.out, merged.fingerprint, notes=merged.notes)
-    failed = {str(c) for c, s in zip(merged.rows["case"], merged.rows["status"], strict=True) if s == "FAIL"}
+    except ReportWriteError as exc:
+        raise ReportsNotWritten(f"report merge: {exc}") from exc
+    failed = {s.case for s in case_summaries(merged.rows) if s.failed}
     cases = merged.rows["case"].nunique()
     emit(f"merged {len(args.inputs)} runs, {cases} cases, {len(failed)} not as expected: {merged.out}")
     for note in [*merged.notes, *([merged.stopped_early] if merged.stopped_early else [])]:
@@ -315,6 +353,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
+    """The cases of `sources` (else the built-in suites) that -k `pattern` selects; NothingSelected when the
+    pattern matches none."""
     try:
         if sources:
             found: dict[str, Case] = {}
@@ -326,6 +366,8 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             cases = load_default_suites()
     except (CaseError, CaseFileError) as exc:
         raise UsageError(str(exc)) from exc
+    except SystemExit as exc:  # a case file's top level called sys.exit: no exit code of its own choosing
+        raise UsageError(f"a case source called sys.exit({exc.code!r}) while it was loaded") from None
     if pattern:
         try:
             selected = compile_selector(pattern)
@@ -333,7 +375,7 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             raise UsageError(str(exc)) from exc
         cases = [c for c in cases if selected(c)]
         if not cases:
-            raise UsageError(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
+            raise NothingSelected(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
     return cases
 
 
@@ -474,24 +516,31 @@ class RunClock:
         for r in sorted(self.cases, key=lambda r: -(r.seconds or 0.0)):
             began = "" if r.started_at is None else f"{r.started_at - start:.3f}"
             lines.append(f"case,{r.case},{r.seconds:.3f},{began},{'' if r.worker is None else r.worker}")
-        with contextlib.suppress(OSError):  # a report dir that cannot be written is reported elsewhere
-            (run_dir / "times.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         phases = ", ".join(f"{name} {s:.1f}s" for name, s in self.phases())
         slowest = sorted(self.case_seconds().items(), key=lambda c: -c[1])[:SLOWEST_SHOWN]
         tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
         if quiet:
             return
         print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
+        write_atomic(run_dir / "times.csv", "\n".join(lines) + "\n")  # ReportWriteError: the caller says so
 
 
 def run_verify(
-    args: argparse.Namespace, cases: list[Case], started: StartedWorkers | None = None
+    args: argparse.Namespace,
+    cases: list[Case],
+    started: StartedWorkers | None = None,
+    notes: Sequence[str] = (),
 ) -> tuple[list[Result], Path, dict[str, Any] | None]:
     """Run and report; returns the results, the report dir and the final status (None: every case ran).
 
     Every case's definition is checked (and the memory bounds) before results.csv is created, so a bad case
-    runs nothing and writes no reports. Once cases run, the reports are written however the run ends.
-    `started`: workers spawned by `_start_workers_early` (stopped here whatever happens)."""
+    runs nothing and writes no reports. Once cases run, the reports are written however the run ends; with
+    no case to run (`cases` empty) they are written at once. `started`: workers spawned by
+    `_start_workers_early` (stopped here whatever happens). `notes`: sentences every report shows first.
+
+    After the reports: ReportsNotWritten when one could not be written completely (each is named on stderr),
+    Interrupted when SIGINT or SIGTERM came while they were written (the writes finish first), CaseExited
+    when a case's code raised SystemExit in this process (--no-isolate)."""
     backend = resolve_backend_name(args.backend)
     options = RunOptions(
         backend=backend,
@@ -530,6 +579,11 @@ def run_verify(
         try:
             state["writer"] = ResultsWriter(run_dir, planned=[c.name for c in cases])
         except OSError as exc:
+            # Nothing ran: the dir cannot take the run (full, say); a results.csv begun here goes again, so
+            # it does not read as another run's reports.
+            if not isinstance(exc, FileExistsError):
+                with contextlib.suppress(OSError):
+                    (run_dir / "results.csv").unlink()
             raise UsageError(f"cannot write {run_dir / 'results.csv'}: {exc.strerror or exc}") from None
         if not (quiet or verbose):  # -v lists each case instead; -q shows nothing while it runs
             state["progress"] = Progress(len(cases), every_s=PLAIN_PROGRESS_EVERY_S)
@@ -540,7 +594,10 @@ def run_verify(
         if args.sanitizer and state["held"] is None and sanitizer.wanted(result):
             state["held"] = result  # written after its rerun under the sanitizer, once every case ran
         else:
-            state["writer"].add(result)
+            try:
+                state["writer"].add(result)
+            except OSError as exc:
+                raise ReportWriteError(state["writer"].path, exc) from exc
         if state["progress"] is not None:
             state["progress"].update(result.case, result.ok)
         if verbose and not quiet:
@@ -556,11 +613,15 @@ def run_verify(
 
     stopped: str | None = None
     respawns: dict[str, float] = {}  # run_isolated: seconds a replacement worker took to start, per case
+    report_errors: list[str] = []  # every report file not written completely, with why
+    signals = _SignalsHeld.none()
     previous_term = _raise_on_sigterm()
     try:
         _prebuild(cases, backend)  # inside: a failure or an interrupt here still releases the report dir
         clock.mark("builds")
-        if args.no_isolate:
+        if not cases:
+            start_writing([])  # nothing to run: the reports say why (`notes`)
+        elif args.no_isolate:
             run_in_process(cases, options, on_result, validated=start_writing)
         else:
             sources = list(args.case)
@@ -599,53 +660,133 @@ def run_verify(
     except CaseError as exc:
         stopped = f"stopped at a case definition error: {exc}"
         raise
+    except ReportWriteError as exc:
+        stopped = f"stopped: results could not be written: {exc.strerror or exc}"
+        raise ReportsNotWritten(str(exc)) from exc
     except OSError as exc:
         stopped = f"stopped: results could not be written: {exc.strerror or exc}"
         raise
+    except SystemExit as exc:
+        stopped = _case_exit_sentence(exc, cases, state["writer"], args.no_isolate)
+        if state["writer"] is None:
+            raise UsageError(stopped) from None  # found by the definition checks: nothing ran
+        raise CaseExited(stopped) from None
     except BaseException as exc:
         stopped = f"stopped by an internal error: {type(exc).__name__}: {exc}"
         raise
     finally:
-        _restore_sigterm(previous_term)
-        if started is not None:  # run_isolated stops those it adopted; this covers a run stopped before it
-            stop_workers(started)
-        # A second Ctrl-C while the reports are written would leave them half done: both signals wait.
-        held = _hold_signals()
-        writer = state["writer"]
-        if writer is not None and state["held"] is not None:
-            writer.add(state["held"])
-        status = None
-        if state["progress"] is not None:
-            state["progress"].close()
-        if writer is not None:
-            if not state.get("cases_timed"):
-                clock.mark("cases")
-            status = writer.close(stopped)
-            if writer.write_error:
-                print(f"graphsafe: error: {writer.write_error}", file=sys.stderr)
-            try:
-                _write_reports(
-                    run_dir, writer.results, backend, list(args.case), status, getattr(args, "shard", None)
-                )
-            except OSError as exc:
-                print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
-            clock.mark("reports")
-            clock.write(run_dir, jobs, quiet=bool(quiet))
-            remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
-        claim.release()
-        _restore_signals(held)
+        # From here to the end of the writes a signal is noted, not acted on (a second Ctrl-C or a CI's
+        # SIGTERM would leave the reports half done); once they are written the run exits with it.
+        signals = _SignalsHeld()
+        try:
+            # run_isolated stops the workers it adopted; this covers a run stopped before it
+            if started is not None:
+                stop_workers(started)
+            writer = state["writer"]
+            if writer is not None and state["held"] is not None:
+                try:
+                    writer.add(state["held"])
+                except OSError as exc:
+                    report_errors.append(str(ReportWriteError(writer.path, exc)))
+            status = None
+            if state["progress"] is not None:
+                state["progress"].close()
+            if writer is not None:
+                if not state.get("cases_timed"):
+                    clock.mark("cases")
+                status = writer.close(stopped)
+                report_notes = list(notes)
+                if writer.write_error:
+                    report_errors.append(writer.write_error)
+                    report_notes.append(
+                        f"{writer.write_error}: its first line still says the run is in progress, although "
+                        f"{len(writer.results)} of {len(writer.planned)} cases finished"
+                    )
+                try:
+                    _write_reports(
+                        run_dir,
+                        writer.results,
+                        backend,
+                        list(args.case),
+                        status,
+                        getattr(args, "shard", None),
+                        options=options,
+                        notes=report_notes,
+                    )
+                except ReportWriteError as exc:
+                    report_errors.append(str(exc))
+                except OSError as exc:
+                    report_errors.append(f"could not write the reports in {run_dir}: {exc}")
+                clock.mark("reports")
+                try:
+                    clock.write(run_dir, jobs, quiet=bool(quiet))
+                except OSError as exc:
+                    report_errors.append(str(exc))
+                remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
+            for error in report_errors:
+                print(f"graphsafe: error: {error}", file=sys.stderr)
+        finally:
+            claim.release()
+            signals.release()
+            _restore_sigterm(previous_term)
+    if signals.received:
+        print(
+            f"graphsafe: {signals.received[0]} came while the reports were written; they were finished first",
+            file=sys.stderr,
+        )
+        raise Interrupted(signals.received[0])
+    if report_errors:
+        raise ReportsNotWritten(f"{len(report_errors)} report file(s) not written completely in {run_dir}")
     return writer.results, run_dir, status
 
 
-def _hold_signals() -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
+def _case_exit_sentence(
+    exc: SystemExit, cases: list[Case], writer: ResultsWriter | None, in_process: bool
+) -> str:
+    """Why the run stopped when SystemExit came out of it. In this process (--no-isolate) it comes from a
+    case's code (sys.exit in an op, make_inputs or reference); the cases run in order, so the case is the
+    first that has not finished. A worker's exit never reaches here, so otherwise it is graphsafe's bug."""
+    if not in_process:
+        return f"stopped by an internal error: SystemExit({exc.code!r}) in the run's own process"
+    if writer is None:
+        return (
+            f"a case's definition check (make_inputs or op) raised SystemExit({exc.code!r}) under --no-isolate; "
+            "nothing ran (without --no-isolate the worker reports the case)"
+        )
+    finished = {r.case for r in writer.results}
+    running = next((c.name for c in cases if c.name not in finished), "?")
+    return (
+        f"case {running!r} raised SystemExit({exc.code!r}) (sys.exit in its op, make_inputs or reference) under "
+        "--no-isolate: the run stopped there; without --no-isolate it is that case's crash and the run goes on"
+    )
 
 
-def _restore_signals(held: dict[int, Any]) -> None:
-    for signum, handler in held.items():
-        signal.signal(signum, handler)
+class _SignalsHeld:
+    """SIGINT and SIGTERM noted instead of acted on while the reports are written (ignoring them would drop
+    a CI's SIGTERM and exit 0). `release` puts the previous handlers back; `received` names the signals that
+    came, for the caller to act on once the writes are done. A signal the process ignored (a nohup'd run's
+    SIGINT) stays ignored."""
+
+    def __init__(self, hold: bool = True) -> None:
+        self.received: list[str] = []
+        self._previous: dict[int, Any] = {}
+        if not hold or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                self._previous[signum] = signal.signal(signum, self._note)
+
+    @classmethod
+    def none(cls) -> _SignalsHeld:
+        return cls(hold=False)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.received.append(signal.Signals(signum).name)
+
+    def release(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
 
 
 def _raise_on_sigterm() -> Any:
@@ -671,13 +812,19 @@ def _write_reports(
     case_sources: list[str],
     status: dict[str, Any] | None = None,
     shard: Shard | None = None,
+    options: RunOptions | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     fingerprint = fp_module.collect(backend, case_sources)
     # Repro commands of user case files need the files: summary.md prints them with --case.
     fingerprint["case_sources"] = shlex.join(source_as_typed_here(s) for s in case_sources)
     fingerprint["shard"] = str(shard) if shard is not None else ""
+    if options is not None:  # what `report merge` checks the shards of one run share
+        fingerprint |= fp_module.run_settings(
+            options.seed, options.replays, options.rebuilds, options.live_graphs
+        )
     fp_module.write(run_dir, fingerprint)
-    write_reports(run_dir, fingerprint, status)
+    write_reports(run_dir, fingerprint, status, notes=notes)
 
 
 # In a CI log (stderr not a terminal), a progress line at most this often, besides failures and the last case.
@@ -787,10 +934,19 @@ def _run_command(args: argparse.Namespace) -> int:
         return 0
     except UsageError as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except (CaseError, CaseFileError, BackendUnavailable) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except NothingSelected as exc:
+        print(f"graphsafe: no case ran: {exc}", file=sys.stderr)
+        return EXIT_NOTHING_SELECTED
+    except CaseExited as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return EXIT_NOT_AS_EXPECTED
+    except (ReportsNotWritten, ReportWriteError) as exc:  # each file and why are on stderr already
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return EXIT_REPORTS_NOT_WRITTEN
     except OSError as exc:  # the machine refused a write or a read (disk full, permissions): not a bug here
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
@@ -820,7 +976,7 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "list":
-        for case in select_cases(args.case, args.pattern):
+        for case in select_cases(args.case, args.pattern):  # NothingSelected: exit 5, as pytest
             emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")
         return 0
     if args.command == "report":
@@ -862,25 +1018,19 @@ def _dispatch(args: argparse.Namespace) -> int:
             cases = [_at_sizes(cases[0], args.sizes)]
             args.no_isolate = True  # a worker knows the case by name only, with its whole size space
     started = None
+    nothing_selected = ""  # why no case was selected: the run reports it and exits 5
+    notes: list[str] = []
+    skipped = 0  # selected cases skipped by their `requires`
     if args.command == "verify":
         started = _start_workers_early(args)
         try:
-            cases = select_cases(args.case, args.pattern)
-            if args.shard is not None:
-                cases = [
-                    c for c in cases if args.shard.holds(c.name)
-                ]  # may be empty: the shard still reports
-            selected = len(cases)
-            cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet))
-            skipped = selected - len(cases)
-            if args.last_failed:
-                cases = last_failed(cases, quiet=bool(args.quiet))
+            cases, nothing_selected, notes, skipped = _verify_selection(args)
         except BaseException:
             if started is not None:
                 stop_workers(started)
             raise
     began = time.monotonic()
-    results, run_dir, status = run_verify(args, cases, started)
+    results, run_dir, status = run_verify(args, cases, started, notes=notes)
     stopped = str(status.get("reason", "")) if status else ""
     stopped_by_us = stopped.startswith("stopped after ")  # -x / --maxfail: the summary line says it
     try:
@@ -902,7 +1052,43 @@ def _dispatch(args: argparse.Namespace) -> int:
         if not stopped_by_us:
             print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
         return 1
+    if nothing_selected:
+        print(f"graphsafe: no case ran: {nothing_selected}", file=sys.stderr)
+        return EXIT_NOTHING_SELECTED
+    for note in notes:
+        print(f"graphsafe: {note}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _verify_selection(args: argparse.Namespace) -> tuple[list[Case], str, list[str], int]:
+    """The cases `verify` runs, why none was selected ("" when some were: exit 5 otherwise), the notes its
+    reports open with when no case is left to run, and how many selected cases their `requires` skipped.
+    Zero cases is an answer, as in pytest: -k matching none or an empty shard is "no tests ran" (exit 5);
+    every selected case skipped by its `requires` is a run that passed (exit 0); both write reports that say
+    so. --lf then keeps the last run's failures among the cases left."""
+    try:
+        cases = select_cases(args.case, args.pattern)
+    except NothingSelected as exc:
+        return [], str(exc), [f"no case ran: {exc}"], 0
+    if args.shard is not None:
+        total = len(cases)
+        cases = [c for c in cases if args.shard.holds(c.name)]
+        if not cases:
+            why = f"shard {args.shard} holds none of the {total} selected cases"
+            return [], why, [f"no case ran: {why}"], 0
+    selected = cases
+    cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet))
+    skipped = len(selected) - len(cases)
+    if cases:
+        return (last_failed(cases, quiet=bool(args.quiet)) if args.last_failed else cases), "", [], skipped
+    backend = resolve_backend_name(args.backend)
+    reasons = "; ".join(f"{c.name}: {requirements.unmet(c.requires, backend)}" for c in selected)
+    return (
+        [],
+        "",
+        [f"no case ran: all {len(selected)} selected cases were skipped by their requires ({reasons})"],
+        skipped,
+    )
 
 
 __all__ = ["REGISTRY", "main"]

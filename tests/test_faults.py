@@ -368,7 +368,7 @@ def test_disk_full_keeps_written_rows_and_says_so(
         ["verify", "--backend", "cpu", "--case", str(cases), "--report-dir", str(out), "--no-isolate"]
     )
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 74  # graphsafe.cli.EXIT_REPORTS_NOT_WRITTEN
     assert "No space left on device" in err and "Traceback" not in err
     df = read_results(out)
     assert set(df["case"]) == {"t.disk0"}

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence, read_results
 from graphsafe.reports.tables import (
     CaseSummary,
@@ -514,5 +515,5 @@ def write_html(
     rows = read_results(run_dir) if results is None else results
     page = render_html(rows, fingerprint_mod.read(run_dir) if fingerprint is None else fingerprint, model)
     path = run_dir / "report.html"
-    path.write_text(page, encoding="utf-8")
+    write_atomic(path, page)
     return path

@@ -26,6 +26,7 @@ import pandas as pd
 
 from graphsafe import verdicts as V
 from graphsafe.records import Result
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
 from graphsafe.reports.tables import (
     CaseSummary,
@@ -174,4 +175,4 @@ def write_junit(
     then says so and every case that never ran is a testcase with an <error> naming why, so a CI that reads
     only junit.xml cannot count the run as green."""
     frame = results_frame(results) if isinstance(results, list) else results
-    Path(path).write_text(render_junit(frame, fingerprint, suite, status, model), encoding="utf-8")
+    write_atomic(Path(path), render_junit(frame, fingerprint, suite, status, model))
