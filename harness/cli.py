@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 import graphsafe
-from graphsafe import findings, requirements, sanitizer
+from graphsafe import environment, findings, requirements, sanitizer
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
@@ -974,7 +974,19 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
     return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices)
 
 
+def _check_environment() -> None:
+    """Before anything of a run starts: every GRAPHSAFE_* value and the build cache (graphsafe.environment);
+    a bad one is a usage error naming it, never a case's verdict later."""
+    errors, warnings = environment.before_a_run()
+    for warning in warnings:
+        print(f"graphsafe: warning: {warning}", file=sys.stderr)
+    if errors:
+        raise UsageError("\ngraphsafe: error: ".join(errors))
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("verify", "repro"):
+        _check_environment()
     if args.command == "list":
         for case in select_cases(args.case, args.pattern):  # NothingSelected: exit 5, as pytest
             emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")

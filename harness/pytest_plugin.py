@@ -185,11 +185,12 @@ def _definition_line(path: Path, name: str) -> int:
 
 
 def run_case(case: Any, backend: str, sources: list[str]) -> Any:
-    """One case's Result: in this process, or in a worker process for cases expected to kill theirs."""
-    from graphsafe.protocol import check
+    """One case's Result: in this process (its changes to the process state put back after it, a failure of
+    its own code its verdict: graphsafe.case_run), or in a worker process for cases expected to kill theirs."""
+    from graphsafe import case_run
 
     if case.expect not in PROCESS_KILLING_VERDICTS:
-        return check(case, backend)
+        return case_run.run_case(case, backend).result
     from graphsafe.runner import RunOptions, run_isolated
 
     results: list[Any] = []

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,9 +33,12 @@ from typing import Any
 
 from graphsafe import verdicts as V
 from graphsafe.case import Case, CaseFileError
+from graphsafe.case_run import add_note, run_case
 from graphsafe.errors import CaseError
 from graphsafe.poison import PATTERNS
-from graphsafe.protocol import check, validate_definition
+from graphsafe.process_state import restored
+from graphsafe.processes import RunProcesses, run_processes
+from graphsafe.protocol import validate_definition
 from graphsafe.records import Result, Row
 
 DEFAULT_DEADLINE_S = 300.0
@@ -201,27 +205,36 @@ def run_in_process(
     on_result: Callable[[Result], None],
     validated: Callable[[list[Validated]], None] | None = None,
 ) -> None:
-    if validated is not None:
-        available = available_memory(options.backend)
-        validated(
-            [
-                Validated(c, validate_definition(c, options.backend, seed=options.seed), available)
-                for c in cases
-            ]
-        )
-    for case in cases:
-        start = time.monotonic()
-        result = check(
-            case,
-            options.backend,
-            replays=options.replays,
-            seed=options.seed,
-            rebuilds=options.rebuilds,
-            live_graphs=options.live_graphs,
-            explain=options.explain,
-        )
-        result.seconds = time.monotonic() - start
-        on_result(result)
+    with run_processes():  # what the cases left running ends with the run (graphsafe.processes)
+        if validated is not None:
+            available = available_memory(options.backend)
+            checked = []
+            for c in cases:
+                with restored(c):  # make_inputs runs here too
+                    checked.append(
+                        Validated(c, validate_definition(c, options.backend, seed=options.seed), available)
+                    )
+            validated(checked)
+        for case in cases:
+            start = time.monotonic()
+            try:
+                ran = run_case(
+                    case,
+                    options.backend,
+                    replays=options.replays,
+                    seed=options.seed,
+                    rebuilds=options.rebuilds,
+                    live_graphs=options.live_graphs,
+                    explain=options.explain,
+                )
+                result = ran.result
+                if ran.replace_process:
+                    add_note(result, "later cases of this --no-isolate run share the process and may see it")
+            except Exception as exc:  # graphsafe's own fault on this case: named as such, the run goes on
+                detail = f"harness error in process: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+                result = _failed(case, options, V.CRASH, detail)
+            result.seconds = time.monotonic() - start
+            on_result(result)
 
 
 def run_isolated(
@@ -328,12 +341,18 @@ def run_isolated(
         verdict = V.TIMEOUT if why.startswith("no result") else V.CRASH
         finish(worker, _failed(case, options, verdict, why + stderr_tail_text(worker)))
 
+    def end_orphans() -> None:
+        """After a worker died or was killed: end what its cases left running (adopted by this process)."""
+        scope.end_adopted(w.proc.pid for w in [*workers.values(), *spares.values()] if w.proc.poll() is None)
+
     validating = validated is not None
     for index in range(active):
         if index not in workers:
             workers[index] = _spawn(index, load, devices, jobs, selector)
     for slot in range(spare_slots):
         spawn_spare(slot)
+    # This process adopts what a dead worker's cases left running, ends it, and ends the rest with the run.
+    scope = RunProcesses()
     try:
         while pending or to_validate or any(w.case is not None for w in workers.values()):
             if validating and not to_validate and not any(w.validating for w in workers.values()):
@@ -368,6 +387,7 @@ def run_isolated(
                 if worker.proc.poll() is not None:
                     _drain(worker, handle)  # a result written just before exiting still counts
                     _close(worker, selector)
+                    end_orphans()
                     if worker.case is not None:
                         worker_lost(
                             worker,
@@ -386,6 +406,7 @@ def run_isolated(
                 elif case is not None and deadline is not None and now - worker.started > deadline:
                     _kill(worker)
                     _close(worker, selector)
+                    end_orphans()
                     worker_lost(worker, f"no result after {deadline:.0f} s; worker killed")
                     if pending or to_validate:
                         start(index, replaces=worker.last_case)
@@ -396,6 +417,8 @@ def run_isolated(
             _kill(worker)
             _close(worker, selector)
         selector.close()
+        scope.end_all()
+        scope.close()
 
 
 def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | None:

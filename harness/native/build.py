@@ -32,6 +32,9 @@ Cache location (``cache_dir()``): ``$GRAPHSAFE_CACHE_DIR`` if set, else ``$XDG_C
 else ``~/.cache/graphsafe/build``. A user cache, never the package directory: an installed package may sit in
 a read-only site-packages, and one cache serves every checkout and install of the same sources.
 
+Integrity: each library's sha256 is recorded beside it when it is built and checked before it is first loaded
+in a process; an entry that fails the check (a truncated or overwritten .so) is discarded and built again.
+
 Concurrency: parallel builds (pytest-xdist workers, one worker per GPU) each compile in a private temporary
 directory and ``os.rename`` it into place. Renaming a directory is atomic on one filesystem and fails when the
 target exists; the loser then discards its copy and uses the winner's. No lock is needed.
@@ -368,12 +371,15 @@ def _build(
     root = cache_dir()
     final_dir = root / f"{name}-{key}"
     output = final_dir / _output_name(name, pybind)
-    if output.is_file():
+    if output.is_file() and _intact(output):
         return output
+    if final_dir.exists():  # cut short or changed since it was built: loading it could crash (SIGBUS)
+        _discard(final_dir)
     root.mkdir(parents=True, exist_ok=True)
     tmp_dir = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
     try:
         _compile_and_link(name, backend, arch, compiler, steps, link_flags, tmp_dir / output.name, env)
+        _record_digest(tmp_dir / output.name)
         try:
             os.rename(tmp_dir, final_dir)
         except OSError:
@@ -383,6 +389,52 @@ def _build(
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
     return output
+
+
+# Beside each built library: the sha256 of its bytes, written before the build's folder is renamed into place.
+# A library is loaded only when its bytes still have that digest: a truncated .so (a full disk, a copy cut
+# short) made dlopen die with SIGBUS, which a run reported as the case's own make_inputs dying.
+DIGEST_SUFFIX = ".sha256"
+# Libraries found intact in this process, by path, with the (inode, size, mtime) they had: each is hashed once
+# per process (a few ms for the largest, moe_gemm's), and again only when its file changes.
+_VERIFIED: dict[pathlib.Path, tuple[int, int, int]] = {}
+
+
+def _file_digest(path: pathlib.Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _record_digest(library: pathlib.Path) -> None:
+    library.with_name(library.name + DIGEST_SUFFIX).write_text(_file_digest(library) + "\n")
+
+
+def _intact(library: pathlib.Path) -> bool:
+    """Whether the cached `library` has the digest recorded when it was built (an entry without one, from
+    before digests were recorded, counts as not intact and is built again once)."""
+    try:
+        stat = library.stat()
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if _VERIFIED.get(library) == identity:
+            return True
+        recorded = library.with_name(library.name + DIGEST_SUFFIX).read_text().strip()
+        intact = recorded == _file_digest(library)
+    except OSError:
+        return False
+    if intact:
+        _VERIFIED[library] = identity
+    return intact
+
+
+def _discard(entry: pathlib.Path) -> None:
+    """Move a bad cache entry aside (one rename: a process that races to rebuild it finds no half-deleted
+    folder), then delete it."""
+    aside = entry.with_name(f".bad-{entry.name}-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.rename(entry, aside)
+    except OSError:
+        return  # another process moved it first, or the cache is read-only: the rebuild below says which
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _compile_and_link(

@@ -37,8 +37,9 @@ from graphsafe.reports.tables import (
     run_model,
 )
 
-# Verdicts that say nothing about the op's graph safety: the harness could not finish the check.
-ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT})
+# Verdicts that say nothing about the op's graph safety: the harness could not finish the check, or the case's
+# own code (reference, make_inputs) failed.
+ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT, V.BROKEN_CASE})
 HARNESS_ERROR = "harness error"  # detail prefix the runner uses for a failure of the harness itself
 
 
