@@ -151,6 +151,15 @@ CAUSES: tuple[Cause, ...] = (
         "keep every tensor the graph reads alive and at the same address for the graph's life",
     ),
     Cause(
+        V.BROKEN_CASE,
+        "",
+        "the case's own code failed while it ran: its reference or make_inputs raised, or the op returned "
+        "something no comparison takes (not a tensor, or a shape the reference does not have); the op was "
+        "not judged",
+        "fix the line of the case file named above (graphsafe repro reruns it with the same seeds); the "
+        "other cases of the run are unaffected",
+    ),
+    Cause(
         V.REFUSED,
         "",
         "the op rejected the case's inputs with ValueError, TypeError or NotImplementedError",
@@ -339,9 +348,9 @@ def measure(
     else:
         bound = threshold * (peak_ref + DENOMINATOR_EPS)
         rule = f"threshold {threshold:g}"
-        allowed = f"up to {bound:.3g} allowed: threshold {threshold:g} x max|expected| {peak_ref:.3g}"
+        allowed = f"up to {bound:.3g} allowed: threshold {threshold:g} x largest expected magnitude {peak_ref:.3g}"
     error = "inf (NaN/Inf found)" if math.isinf(comparison.error) else f"{comparison.error:.6g}"
-    lines.append(f"error {error}, {rule} (error = max|difference| / max|expected|)")
+    lines.append(f"error {error}, {rule} (error = largest abs difference / largest abs expected)")
     lines.append(f"Mismatched elements: {_share(comparison.mismatches, a.numel())}")
     lines.append(f"Greatest absolute difference: {abs_max:.6g} ({allowed})")
     lines.append(f"Greatest relative difference: {rel_max:.6g}")

@@ -287,7 +287,7 @@ def test_pytest_plugin_runs_the_users_cases_from_its_entry_point(
     failed = {name for name, case in results.items() if case.find("failure") is not None}
     assert failed == {"user_scale_cached_claims_pass"}
     failure = results["user_scale_cached_claims_pass"].find("failure")
-    assert failure is not None and "verdict `stale_replay`, expected `pass`" in (failure.text or "")
+    assert failure is not None and "user_scale_cached_claims_pass: stale_replay, expected pass" in (failure.text or "")
 
 
 @pytest.mark.slow
