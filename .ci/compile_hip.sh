@@ -9,11 +9,14 @@
 #                        ships no device libraries for them, so a full object cannot link.
 #   nvcc              -> sm_90 object (-c), compile only; sources in WGMMA_SOURCES also for sm_90a with
 #                        -DGS_SM90A=1 (as harness/native/build.py builds on the H100 / H200), whose PTX must
-#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill kernels (the whole
-#                        moe_gemm.hip too: its launcher's sm_90a paths are host code of that build).
+#                        contain warpgroup MMAs (wgmma.mma_async): the MoE GEMM's prefill unit and the whole
+#                        moe_gemm.hip, which include the warpgroup-MMA kernels (moe_gemm.wgmma.h,
+#                        moe_gemm.wgmma_q.h; the launcher's sm_90a paths are host code of that build).
 # Matrix cores on AMD: each source in MFMA_SOURCES must contain MFMA instructions (v_mfma) in its gfx942
 # assembly and in a clang-19 gfx90a assembly made for the check; a source whose MFMA path fell back to
-# vector code (a wrong target macro, say) fails here. Nothing here runs the code: no AMD GPU in CI.
+# vector code (a wrong target macro, say) fails here: moe_gemm.hip, which includes the MFMA kernel
+# (moe_gemm.mfma.h). Nothing here runs the code: no AMD GPU in CI.
+# Headers (kernels/<family>/*.h) are compiled within the .hip sources that include them.
 #   g++               -> host object (-c) of each .bind.cpp.
 # Usage: .ci/compile_hip.sh [file.hip|file.bind.cpp ...]
 #        (default: every kernels/*/*.hip, kernels/*/*.bind.cpp and harness/native/*.hip)

@@ -20,6 +20,9 @@ BENCHES: dict[str, list[str]] = {
     "moe_combine": ["--out", "{out}/moe_combine.csv"],
     "moe_gemm": ["--out", "{out}/moe_gemm.csv"],
     "cpu_moe": [],
+    "contention": ["--out", "{out}/contention.csv"],
+    "check_profile": ["--out", "{out}/check_profile.csv"],
+    "scan_host_flags": ["--out", "{out}/scan_host_flags.csv"],
 }
 
 

@@ -39,11 +39,11 @@ SHAPES = (
 
 
 # torch.cuda.graph's entry calls torch.cuda.empty_cache(); where the caching allocator had blocks to hand back,
-# kernels run 10-15% slower for the next 10-30 ms on the H200 (MXFP8 DSv3-decode 0.300-0.315 ms per call
-# against 0.269, the SM clock steady at 1980 MHz; an empty_cache() alone does the same to eager calls:
-# reports/performance.md). The bench's 3 x 20
-# timed calls fit inside that window, so the op is captured first and timed after SETTLE_S of idle (the
-# previous shape's gigabytes are among the blocks released; 0.5 s is 15x the longest window measured).
+# kernels run slower for the next tens of milliseconds on the H200, the SM clock steady (MXFP8 DSv3-decode
+# timed right after its capture, `--settle-s 0`: reports/performance.md; an empty_cache() alone does the same to
+# eager calls). The bench's 3 x 20 timed calls fit inside that window, so the op is captured first and timed
+# after SETTLE_S of idle (earlier tensors' gigabytes are among the blocks released; 0.5 s is many times the
+# longest window measured).
 SETTLE_S = 0.5
 
 
@@ -63,7 +63,7 @@ def prefill_block_m(tpe: int, override: int | None = None) -> int:
     return 128 if tpe >= 128 else 64
 
 
-def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
+def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None, settle_s=SETTLE_S):
     dev = torch.device("cuda")
     q = quant.quantize_weight(torch.randn(e, n, k, device=dev), fmt)
     rows = e * tpe
@@ -73,7 +73,7 @@ def bench_shape(name, e, n, k, tpe, fmt, prefill_bm=None):
     x = torch.randn(rows, k, device=dev).to(torch.bfloat16)
     graph = captured_graph(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m))
     torch.cuda.synchronize()
-    time.sleep(SETTLE_S)
+    time.sleep(settle_s)
     gemm_ms, graph_ms = time_ms(lambda: moe_gemm_ops.moe_gemm(x, q, bmap, block_m), graph.replay)
     w, s, g = moe_gemm_ops.kn_views(q)
     op_host_us = host_us(lambda: torch.ops.graphsafe.moe_gemm(x, w, s, g, bmap, fmt, block_m))
@@ -139,14 +139,22 @@ def main() -> int:
         default=None,
         help="slot size for shapes of more than 16 tokens per expert",
     )
+    parser.add_argument(
+        "--settle-s",
+        type=float,
+        default=SETTLE_S,
+        help=f"idle seconds between a shape's capture and its timing (default {SETTLE_S}; SETTLE_S says why)",
+    )
     args = parser.parse_args()
+    if args.settle_s < 0:
+        parser.error(f"--settle-s must be >= 0, got {args.settle_s}")
     if not torch.cuda.is_available():
         print("bench/moe_gemm.py: no CUDA/ROCm device; skipped")
         return 0
     rows = []
     for fmt in args.fmt:
         for shape in (sh for sh in SHAPES if sh[0] in args.shapes):
-            row = bench_shape(*shape, fmt, args.prefill_block_m)
+            row = bench_shape(*shape, fmt, args.prefill_block_m, args.settle_s)
             rows.append(row)
             print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.out:

@@ -2,7 +2,7 @@
 //
 // Role: the measurements behind the launcher's choices (the e4m3 decode kDecode, the tensor-core paths for
 // slots of more than 4 rows, the ring kernel's tiles, stages, warps and register cap), in one standalone
-// nvcc program (~30 s to build, no torch). It also checks, on the device: (1) every one of the 256 e4m3fn
+// nvcc program (no torch). It also checks, on the device: (1) every one of the 256 e4m3fn
 // bytes, in each of the 4 positions of a word, decodes to the same f32 bits through the portable decode, the
 // sm_89+ hardware conversion, the prefill kernel's bf16 decode and the ring kernel's e4m3x2 -> f16x2 (its
 // hardware and portable forms), and a NaN byte poisons its own element only; (2) the CUDA-core variants
@@ -213,7 +213,7 @@ static void mxfp4_sweep(const Shape* shapes, size_t count) {
     RING4(2, 2, 4, 4, 2);
     RING4(4, 2, 3, 4, 2);
     // Narrower tiles with 8 chunks and more blocks per SM: at Hy4-TP8 decode NT 4 makes 512 blocks, one wave of
-    // 4 per SM (16 warps), against 1024 at DSv3 (0.603 against 0.666 of copy bandwidth in session 6's run1).
+    // 4 per SM (16 warps), against 1024 at DSv3 (0.603 against 0.666 of copy bandwidth, reports/performance.md).
     RING4(2, 2, 4, 8, 2);
     RING4(2, 2, 6, 8, 2);
     RING4(2, 2, 8, 8, 2);
@@ -612,7 +612,7 @@ int main() {
     dim3 grid((s.N + W * NT * 8 - 1) / (W * NT * 8), a.S);                                           \
     gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, NT, ST, MINB, W><<<grid, W * 32, smem>>>(a);            \
   }, false)
-      RING(4, 2, 4, 4);  // the launcher's choice for mxfp8 / block_fp8: registers capped for 4 blocks per SM
+      RING(4, 2, 4, 4);  // block_fp8's launcher form (MXFP8's is 8 warps below): registers capped for 4 blocks per SM
       run("tensor_core_ring_NT4_S2_minblocks4_warps4_xs1", [&] {  // swapped operands (see block_m 1)
         constexpr int smem = gs_ring_smem_bytes<GS_FMT_MXFP8, 4, 2>();
         CK(cudaFuncSetAttribute(gs_moe_gemm_mma_ring_kernel<GS_FMT_MXFP8, 4, 2, 4, kMmaWarps, 4, 1>,

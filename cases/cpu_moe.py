@@ -152,8 +152,8 @@ def _case(
             rebuilds=rebuilds,
             live_graphs=live_graphs,
             # On the gpu backend every mode but eager runs the CPU experts while the GPU waits on the host:
-            # several such cases at once on one GPU took 12-15 s each on the H200 where one alone takes
-            # 0.1-0.7 s (reports/performance.md), so they run one at a time.
+            # several such cases at once on one GPU each took many times the 0.1-0.7 s one alone takes on the
+            # H200 (reports/performance.md), so they run one at a time.
             exclusive=DEVICE_WAITS,
         )
     )

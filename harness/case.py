@@ -83,11 +83,15 @@ class Case:
     steps: decode steps per replay sequence of a make_module case (0: graphsafe.engine.DEFAULT_STEPS).
     exclusive: a name shared by cases that must not run at the same time as each other in one isolated run
         ("" none). For cases whose device work waits on the host: with several worker processes on one GPU,
-        such cases slow each other down by an order of magnitude (on the H200, eight CPU-expert handshake
-        cases at once took 12-15 s each, one at a time 0.1-0.7 s: reports/performance.md). Other cases
+        such cases slow each other down by an order of magnitude (on the H200 one CPU-expert handshake case
+        alone takes 0.1-0.7 s: reports/performance.md). Other cases
         still run beside them, and the group starts as early as its
         summed time says (runner.longest_first). DEVICE_WAITS is the built-in suite's name for such cases,
         for users' cases too.
+    launch_diff: run the launch diff (harness/launch_diff.py) on every check of this case, as `verify --explain`
+        does for all: the graph captured with A is compared with a capture made for B, and a kernel argument,
+        grid or node that differs fails the case (stale_replay) with a finding naming it, even where the
+        outputs agree (a frozen value that happens to give the right output for these inputs).
     """
 
     name: str
@@ -112,6 +116,7 @@ class Case:
     make_module: Callable[[torch.device], torch.nn.Module] | None = None
     steps: int = 0
     exclusive: str = ""
+    launch_diff: bool = False
     _family_given: bool = dataclasses.field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -181,8 +186,9 @@ class Case:
         if self.sizes is not None:
             object.__setattr__(self, "sizes", validate_sizes(label, self.sizes, self.make_inputs))
         _validate_engine_fields(self, label)
-        if not isinstance(self.bit_exact, bool):
-            raise CaseError(label, "bit_exact", f"must be True or False, got {self.bit_exact!r}")
+        for field in ("bit_exact", "launch_diff"):
+            if not isinstance(getattr(self, field), bool):
+                raise CaseError(label, field, f"must be True or False, got {getattr(self, field)!r}")
         for field in ("static_inputs", "mutates"):
             value = getattr(self, field)
             if isinstance(value, str) or not all(isinstance(v, str) for v in value):
@@ -377,6 +383,27 @@ class CaseFileError(Exception):
     """A case file or module could not be loaded (CLI exit code 2)."""
 
 
+# sha256 of each case file's bytes when this process loaded it, by resolved path: what the run's fingerprint
+# records, so a file edited while the run goes is recorded as the version that ran, not the edited one.
+_LOADED_DIGESTS: dict[str, str] = {}
+
+
+def loaded_file_digests() -> dict[str, str]:
+    """{resolved path: sha256 hex} of every case file or case module file loaded by this process so far."""
+    return dict(_LOADED_DIGESTS)
+
+
+def _remember_digest(path: Path, executing: bool) -> None:
+    """`executing`: the file is about to run (its digest replaces any earlier one); else it ran before
+    (an imported module), and a digest taken then is kept."""
+    with contextlib.suppress(OSError):
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if executing:
+            _LOADED_DIGESTS[str(path.resolve())] = digest
+        else:
+            _LOADED_DIGESTS.setdefault(str(path.resolve()), digest)
+
+
 def load_case_source(source: str) -> list[Case]:
     """Import a case file (path ending in .py) or module (dotted name) and return the cases it registered.
 
@@ -390,6 +417,9 @@ def load_case_source(source: str) -> list[Case]:
         else:
             importlib.import_module(source)
             module_name = source
+            origin = getattr(getattr(sys.modules.get(source), "__spec__", None), "origin", None)
+            if origin and Path(origin).is_file():
+                _remember_digest(Path(origin), executing=False)
     except CaseError:
         raise
     except CaseFileError:
@@ -428,6 +458,7 @@ def _import_file(path: Path) -> str:
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
     module = importlib.util.module_from_spec(spec)
+    _remember_digest(path, executing=True)  # the bytes exec_module reads next
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)

@@ -1,9 +1,17 @@
 """The command line: `graphsafe verify | list | repro | report compare`.
 
-Exit codes (public contract): verify exits 0 iff every verdict equals its expectation, 1 otherwise, 2 for a
-usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for
-an internal error, 130 when interrupted (SIGINT, SIGTERM). A run that stops early still writes its reports,
-each saying so in its first line.
+Exit codes (public contract): verify exits 0 iff every verdict equals its expectation (or every selected case
+was skipped by its `requires`), 1 otherwise (a run that stopped early included, -x or --maxfail too), 2 for a
+usage error or a case file that cannot be loaded (the message names the file or case and the reason), 3 for an
+internal error, 5 when no case was selected (-k matching none, an empty shard: pytest's "no tests ran"), 74
+when a report could not be written completely (disk full, a file-size limit, an I/O error: EX_IOERR of
+sysexits.h; the message names the file), 130 when interrupted (SIGINT or SIGTERM, also while the reports are
+written: the writes finish first). A run that stops early still writes its reports, each saying so in its
+first line.
+
+What verify prints, pytest's way: progress on stderr while it runs, then one block per case not as expected
+(its finding: graphsafe.findings) and one summary line; -v lists every case as it finishes, -q prints the
+summary line alone.
 """
 
 from __future__ import annotations
@@ -18,24 +26,33 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 import graphsafe
-from graphsafe import requirements
+from graphsafe import environment, findings, requirements, sanitizer
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
-from graphsafe.progress import BuildProgress, Progress
+from graphsafe.progress import BuildProgress, Progress, format_eta
 from graphsafe.protocol import DEFAULT_REPLAYS
 from graphsafe.records import Result
 from graphsafe.reports import fingerprint as fp_module
+from graphsafe.reports.atomic import ReportWriteError, write_atomic
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
-from graphsafe.reports.results import ResultsWriter, RunDirError, check_written, claim_run_dir
+from graphsafe.reports.results import (
+    ResultsWriter,
+    RunDirError,
+    check_written,
+    claim_run_dir,
+    default_run_dir,
+    read_results,
+)
+from graphsafe.reports.tables import repro_command, searched_sizes
 from graphsafe.runner import (
     DEFAULT_DEADLINE_S,
     BoundsError,
@@ -51,6 +68,7 @@ from graphsafe.runner import (
     start_workers,
     stop_workers,
 )
+from graphsafe.sanitizer import TOOLS
 from graphsafe.selection import compile_selector
 from graphsafe.suites import default_suites, load_default_suites
 
@@ -63,14 +81,30 @@ class Interrupted(KeyboardInterrupt):
     """SIGINT or SIGTERM during a run: the reports are written, marked incomplete, then exit 130."""
 
 
+class NothingSelected(Exception):
+    """No case was selected (-k matching none, an empty shard): exit 5, pytest's "no tests ran"."""
+
+
+class ReportsNotWritten(Exception):
+    """A report file could not be written completely: exit 74; the message names each file and why."""
+
+
+class CaseExited(Exception):
+    """A case's code raised SystemExit in this process (--no-isolate): the run stopped there, exit 1."""
+
+
 # Where a run's time went (graphsafe.cli.RunClock): from this module's import (the interpreter and torch are
 # already loaded by then) to the reports.
 _IMPORTED_AT = time.monotonic()
 SLOWEST_SHOWN = 5
 
+EXIT_NOT_AS_EXPECTED = 1
+EXIT_USAGE = 2
 EXIT_INTERNAL_ERROR = 3
-EXIT_INTERRUPTED = 130
-# A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 at ~1 ms per capture is
+EXIT_NOTHING_SELECTED = 5  # pytest's ExitCode.NO_TESTS_COLLECTED
+EXIT_REPORTS_NOT_WRITTEN = 74  # EX_IOERR (sysexits.h): pytest has no such code
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, for SIGTERM too (pytest says 2 for an interrupted session)
+# A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 is a million captures,
 # already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
 MAX_REPEATS = 1_000_000
 
@@ -151,7 +185,23 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         help="seconds per case before `timeout`",
     )
     p.add_argument(
-        "--no-isolate", action="store_true", help="run cases in this process (no crash/timeout isolation)"
+        "--no-isolate",
+        action="store_true",
+        help="run cases in this process (no crash/timeout isolation): it cannot see a process exit "
+        "(os._exit) and is not for CI gates",
+    )
+    p.add_argument(
+        "--explain",
+        action="store_true",
+        help="run the launch diff for every case, passing ones too: compare the graph captured with A with a "
+        "capture made for B, kernel by kernel; a launch difference fails the case with a finding naming it",
+    )
+    p.add_argument(
+        "--sanitizer",
+        choices=TOOLS,
+        default=None,
+        help="rerun the first failing case's eager call and replay under compute-sanitizer (NVIDIA) and add its "
+        "first findings to the case's detail; without the tool, a one-line note",
     )
 
 
@@ -180,6 +230,30 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only the cases of shard I of N (a stable hash of the case name); `report merge` joins shards",
     )
     verify.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
+    verify.add_argument(
+        "-x", "--exitfirst", action="store_true", help="stop after the first case not as expected"
+    )
+    verify.add_argument(
+        "--maxfail",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="stop after N cases not as expected (the reports say the run stopped; exit 1)",
+    )
+    verify.add_argument(
+        "--lf",
+        "--last-failed",
+        dest="last_failed",
+        action="store_true",
+        help=f"run only the cases that failed in the last run: the newest run folder under {RUNS_ROOT}/ "
+        "(the default --report-dir location); all selected cases when it recorded no failure",
+    )
+    verify.add_argument(
+        "-v", "--verbose", action="count", default=0, help="list every case as it finishes, passing ones too"
+    )
+    verify.add_argument(
+        "-q", "--quiet", action="count", default=0, help="print the summary line alone (errors still print)"
+    )
     listing = sub.add_parser("list", help="list cases")
     listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
     listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
@@ -227,6 +301,12 @@ def build_parser() -> argparse.ArgumentParser:
     merge.add_argument(
         "--allow-missing-shards", action="store_true", help="merge an incomplete set of shards (else exit 2)"
     )
+    merge.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="merge runs that differ in commit, case files, --seed, --replays, backend, graphsafe version or "
+        "platform (else exit 2); each difference is written at the top of the merged reports",
+    )
     baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
     baseline.add_argument("run_dir", type=Path)
     return parser
@@ -252,18 +332,26 @@ def _shard(text: str) -> Shard:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    """`report merge`: 0 when every case is as expected and every shard complete, 1 otherwise, 2 refused."""
+    """`report merge`: 0 when every case is as expected and every shard complete, 1 otherwise, 2 refused,
+    74 when a merged report could not be written. "As expected" is decided as the merged summary decides it
+    (graphsafe.reports.tables.case_summaries: the verdict against the expectation, and any FAIL row), never
+    from the status column alone."""
+    from graphsafe.reports.tables import case_summaries
+
     try:
         merged = merge_runs(
             args.inputs,
             args.out,
             allow_mixed_platforms=args.allow_mixed_platforms,
             allow_missing_shards=args.allow_missing_shards,
+            allow_mixed=args.allow_mixed,
         )
+        write_reports(merged.out, merged.fingerprint, notes=merged.notes)
     except MergeError as exc:
         raise UsageError(f"report merge: {exc}") from exc
-    write_reports(merged.out, merged.fingerprint, notes=merged.notes)
-    failed = {str(c) for c, s in zip(merged.rows["case"], merged.rows["status"], strict=True) if s == "FAIL"}
+    except ReportWriteError as exc:
+        raise ReportsNotWritten(f"report merge: {exc}") from exc
+    failed = {s.case for s in case_summaries(merged.rows) if s.failed}
     cases = merged.rows["case"].nunique()
     emit(f"merged {len(args.inputs)} runs, {cases} cases, {len(failed)} not as expected: {merged.out}")
     for note in [*merged.notes, *([merged.stopped_early] if merged.stopped_early else [])]:
@@ -272,6 +360,8 @@ def _merge(args: argparse.Namespace) -> int:
 
 
 def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
+    """The cases of `sources` (else the built-in suites) that -k `pattern` selects; NothingSelected when the
+    pattern matches none."""
     try:
         if sources:
             found: dict[str, Case] = {}
@@ -283,6 +373,8 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             cases = load_default_suites()
     except (CaseError, CaseFileError) as exc:
         raise UsageError(str(exc)) from exc
+    except SystemExit as exc:  # a case file's top level called sys.exit: no exit code of its own choosing
+        raise UsageError(f"a case source called sys.exit({exc.code!r}) while it was loaded") from None
     if pattern:
         try:
             selected = compile_selector(pattern)
@@ -290,22 +382,66 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
             raise UsageError(str(exc)) from exc
         cases = [c for c in cases if selected(c)]
         if not cases:
-            raise UsageError(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
+            raise NothingSelected(f"-k {pattern!r} matches no case; `{program_name()} list` lists them")
     return cases
 
 
-def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Case]:
+def without_unmet_requirements(cases: list[Case], backend_name: str, quiet: bool = False) -> list[Case]:
     """The cases whose Case.requires this machine and backend meet; each other one is named on stderr with the
-    reason, as the pytest plugin skips it."""
+    reason (unless `quiet`), as the pytest plugin skips it."""
     backend = resolve_backend_name(backend_name)
     kept = []
     for case in cases:
         reason = requirements.unmet(case.requires, backend)
         if reason:
-            print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
+            if not quiet:
+                print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
         else:
             kept.append(case)
     return kept
+
+
+# Where --lf looks for the last run: the folder that holds the default report dirs.
+RUNS_ROOT = default_run_dir().parent
+
+
+def last_run_dir(root: Path = RUNS_ROOT) -> Path | None:
+    """The newest run folder under `root` (by its results.csv's modification time), None when there is none."""
+    runs = [p for p in root.glob("*/results.csv") if p.is_file()] if root.is_dir() else []
+    return max(runs, key=lambda p: p.stat().st_mtime).parent if runs else None
+
+
+def last_failed(cases: list[Case], quiet: bool = False, root: Path = RUNS_ROOT) -> list[Case]:
+    """--lf: the cases of `cases` that were not as expected in the last run; all of them (with a note, as
+    pytest's --lf does) when there is no last run, it recorded no failure, or none of its failures is among
+    `cases`."""
+    run = last_run_dir(root)
+
+    def note(text: str) -> None:
+        if not quiet:
+            print(f"graphsafe: --lf: {text}", file=sys.stderr)
+
+    if run is None:
+        note(f"no previous run under {root}/: running all {len(cases)} selected cases")
+        return cases
+    try:
+        rows = read_results(run)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--lf: cannot read the last run {run}: {exc}") from None
+    failed = {str(c) for c, status in zip(rows["case"], rows["status"], strict=True) if status == "FAIL"}
+    chosen = [c for c in cases if c.name in failed]
+    if not failed:
+        note(f"the last run ({run}) recorded no failure: running all {len(cases)} selected cases")
+        return cases
+    if not chosen:
+        note(f"none of the last run's {len(failed)} failures ({run}) is selected: running all {len(cases)}")
+        return cases
+    note(f"rerunning {len(chosen)} case{'s' * (len(chosen) != 1)} that failed in {run}")
+    return chosen
+
+
+class StoppedAfterFailures(Exception):
+    """-x / --maxfail: enough cases were not as expected; the run stops and writes its reports."""
 
 
 # Workers that may share one GPU. A check is mostly host work (Python, launches, synchronizations: 4.3-7.3 ms
@@ -380,29 +516,38 @@ class RunClock:
     def case_seconds(self) -> dict[str, float]:
         return {r.case: r.seconds for r in self.cases if r.seconds is not None}
 
-    def write(self, run_dir: Path, workers: int) -> None:
+    def write(self, run_dir: Path, workers: int, quiet: bool = False) -> None:
         start = self.marks[0][1]
         lines = ["kind,name,seconds,start,worker"]
         lines += [f"phase,{name},{s:.3f},," for name, s in self.phases()]
         for r in sorted(self.cases, key=lambda r: -(r.seconds or 0.0)):
             began = "" if r.started_at is None else f"{r.started_at - start:.3f}"
             lines.append(f"case,{r.case},{r.seconds:.3f},{began},{'' if r.worker is None else r.worker}")
-        with contextlib.suppress(OSError):  # a report dir that cannot be written is reported elsewhere
-            (run_dir / "times.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
         phases = ", ".join(f"{name} {s:.1f}s" for name, s in self.phases())
         slowest = sorted(self.case_seconds().items(), key=lambda c: -c[1])[:SLOWEST_SHOWN]
         tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
+        if quiet:
+            return
         print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
+        write_atomic(run_dir / "times.csv", "\n".join(lines) + "\n")  # ReportWriteError: the caller says so
 
 
 def run_verify(
-    args: argparse.Namespace, cases: list[Case], started: StartedWorkers | None = None
+    args: argparse.Namespace,
+    cases: list[Case],
+    started: StartedWorkers | None = None,
+    notes: Sequence[str] = (),
 ) -> tuple[list[Result], Path, dict[str, Any] | None]:
     """Run and report; returns the results, the report dir and the final status (None: every case ran).
 
     Every case's definition is checked (and the memory bounds) before results.csv is created, so a bad case
-    runs nothing and writes no reports. Once cases run, the reports are written however the run ends.
-    `started`: workers spawned by `_start_workers_early` (stopped here whatever happens)."""
+    runs nothing and writes no reports. Once cases run, the reports are written however the run ends; with
+    no case to run (`cases` empty) they are written at once. `started`: workers spawned by
+    `_start_workers_early` (stopped here whatever happens). `notes`: sentences every report shows first.
+
+    After the reports: ReportsNotWritten when one could not be written completely (each is named on stderr),
+    Interrupted when SIGINT or SIGTERM came while they were written (the writes finish first), CaseExited
+    when a case's code raised SystemExit in this process (--no-isolate)."""
     backend = resolve_backend_name(args.backend)
     options = RunOptions(
         backend=backend,
@@ -411,6 +556,7 @@ def run_verify(
         rebuilds=args.rebuilds,
         live_graphs=args.live_graphs,
         deadline=args.deadline,
+        explain=args.explain,
     )
     try:
         claim = claim_run_dir(args.report_dir)
@@ -424,7 +570,10 @@ def run_verify(
         jobs = len(started.workers)
     else:
         jobs = 1 if args.no_isolate else capped_jobs(args.jobs, backend, devices)
-    state: dict[str, Any] = {"writer": None, "progress": None}
+    state: dict[str, Any] = {"writer": None, "progress": None, "failed": 0, "held": None}
+    verbose, quiet = getattr(args, "verbose", 0), getattr(args, "quiet", 0)
+    exitfirst, maxfail = getattr(args, "exitfirst", False), getattr(args, "maxfail", None)
+    stop_after = 1 if exitfirst else maxfail
     clock = RunClock()
     clock.mark("loading cases")
 
@@ -437,22 +586,49 @@ def run_verify(
         try:
             state["writer"] = ResultsWriter(run_dir, planned=[c.name for c in cases])
         except OSError as exc:
+            # Nothing ran: the dir cannot take the run (full, say); a results.csv begun here goes again, so
+            # it does not read as another run's reports.
+            if not isinstance(exc, FileExistsError):
+                with contextlib.suppress(OSError):
+                    (run_dir / "results.csv").unlink()
             raise UsageError(f"cannot write {run_dir / 'results.csv'}: {exc.strerror or exc}") from None
-        state["progress"] = Progress(len(cases))
+        if not (quiet or verbose):  # -v lists each case instead; -q shows nothing while it runs
+            state["progress"] = Progress(len(cases), every_s=PLAIN_PROGRESS_EVERY_S)
 
     def on_result(result: Result) -> None:
         if result.seconds is not None:
             clock.cases.append(result)
-        state["writer"].add(result)
-        state["progress"].update(result.case, result.ok)
+        if args.sanitizer and state["held"] is None and sanitizer.wanted(result):
+            state["held"] = result  # written after its rerun under the sanitizer, once every case ran
+        else:
+            try:
+                state["writer"].add(result)
+            except OSError as exc:
+                raise ReportWriteError(state["writer"].path, exc) from exc
+        if state["progress"] is not None:
+            state["progress"].update(result.case, result.ok)
+        if verbose and not quiet:
+            emit(case_line(result))
+        if not result.ok:
+            state["failed"] += 1
+            if stop_after is not None and state["failed"] >= stop_after:
+                how = "-x" if exitfirst else f"--maxfail {maxfail}"
+                count = state["failed"]
+                raise StoppedAfterFailures(
+                    f"stopped after {count} case{'s' * (count != 1)} not as expected ({how})"
+                )
 
     stopped: str | None = None
     respawns: dict[str, float] = {}  # run_isolated: seconds a replacement worker took to start, per case
+    report_errors: list[str] = []  # every report file not written completely, with why
+    signals = _SignalsHeld.none()
     previous_term = _raise_on_sigterm()
     try:
         _prebuild(cases, backend)  # inside: a failure or an interrupt here still releases the report dir
         clock.mark("builds")
-        if args.no_isolate:
+        if not cases:
+            start_writing([])  # nothing to run: the reports say why (`notes`)
+        elif args.no_isolate:
             run_in_process(cases, options, on_result, validated=start_writing)
         else:
             sources = list(args.case)
@@ -470,6 +646,18 @@ def run_verify(
                 started=started,
                 respawns=respawns,
             )
+        if state["held"] is not None:
+            # After the cases: the rerun takes minutes under the tool and must not hold up the workers (their
+            # deadlines count from their start) or share the GPU with them.
+            clock.mark("cases")
+            state["cases_timed"] = True
+            rerun = state["held"]
+            sanitizer.annotate(
+                rerun, sanitizer.second_opinion(rerun, args.sanitizer, backend, list(args.case))
+            )
+            clock.mark(f"sanitizer {args.sanitizer}")
+    except StoppedAfterFailures as exc:
+        stopped = str(exc)  # not raised on: the reports are written below and say so; verify exits 1
     except Interrupted as exc:
         stopped = f"interrupted by {exc.args[0] if exc.args else 'a signal'}"
         raise
@@ -479,50 +667,133 @@ def run_verify(
     except CaseError as exc:
         stopped = f"stopped at a case definition error: {exc}"
         raise
+    except ReportWriteError as exc:
+        stopped = f"stopped: results could not be written: {exc.strerror or exc}"
+        raise ReportsNotWritten(str(exc)) from exc
     except OSError as exc:
         stopped = f"stopped: results could not be written: {exc.strerror or exc}"
         raise
+    except SystemExit as exc:
+        stopped = _case_exit_sentence(exc, cases, state["writer"], args.no_isolate)
+        if state["writer"] is None:
+            raise UsageError(stopped) from None  # found by the definition checks: nothing ran
+        raise CaseExited(stopped) from None
     except BaseException as exc:
         stopped = f"stopped by an internal error: {type(exc).__name__}: {exc}"
         raise
     finally:
-        _restore_sigterm(previous_term)
-        if started is not None:  # run_isolated stops those it adopted; this covers a run stopped before it
-            stop_workers(started)
-        # A second Ctrl-C while the reports are written would leave them half done: both signals wait.
-        held = _hold_signals()
-        writer = state["writer"]
-        status = None
-        if state["progress"] is not None:
-            state["progress"].close()
-        if writer is not None:
-            clock.mark("cases")
-            status = writer.close(stopped)
-            if writer.write_error:
-                print(f"graphsafe: error: {writer.write_error}", file=sys.stderr)
-            try:
-                _write_reports(
-                    run_dir, writer.results, backend, list(args.case), status, getattr(args, "shard", None)
-                )
-            except OSError as exc:
-                print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
-            clock.mark("reports")
-            clock.write(run_dir, jobs)
-            remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
-        claim.release()
-        _restore_signals(held)
+        # From here to the end of the writes a signal is noted, not acted on (a second Ctrl-C or a CI's
+        # SIGTERM would leave the reports half done); once they are written the run exits with it.
+        signals = _SignalsHeld()
+        try:
+            # run_isolated stops the workers it adopted; this covers a run stopped before it
+            if started is not None:
+                stop_workers(started)
+            writer = state["writer"]
+            if writer is not None and state["held"] is not None:
+                try:
+                    writer.add(state["held"])
+                except OSError as exc:
+                    report_errors.append(str(ReportWriteError(writer.path, exc)))
+            status = None
+            if state["progress"] is not None:
+                state["progress"].close()
+            if writer is not None:
+                if not state.get("cases_timed"):
+                    clock.mark("cases")
+                status = writer.close(stopped)
+                report_notes = list(notes)
+                if writer.write_error:
+                    report_errors.append(writer.write_error)
+                    report_notes.append(
+                        f"{writer.write_error}: its first line still says the run is in progress, although "
+                        f"{len(writer.results)} of {len(writer.planned)} cases finished"
+                    )
+                try:
+                    _write_reports(
+                        run_dir,
+                        writer.results,
+                        backend,
+                        list(args.case),
+                        status,
+                        getattr(args, "shard", None),
+                        options=options,
+                        notes=report_notes,
+                    )
+                except ReportWriteError as exc:
+                    report_errors.append(str(exc))
+                except OSError as exc:
+                    report_errors.append(f"could not write the reports in {run_dir}: {exc}")
+                clock.mark("reports")
+                try:
+                    clock.write(run_dir, jobs, quiet=bool(quiet))
+                except OSError as exc:
+                    report_errors.append(str(exc))
+                remember_case_seconds(backend, slot_seconds(clock.case_seconds(), respawns))
+            for error in report_errors:
+                print(f"graphsafe: error: {error}", file=sys.stderr)
+        finally:
+            claim.release()
+            signals.release()
+            _restore_sigterm(previous_term)
+    if signals.received:
+        print(
+            f"graphsafe: {signals.received[0]} came while the reports were written; they were finished first",
+            file=sys.stderr,
+        )
+        raise Interrupted(signals.received[0])
+    if report_errors:
+        raise ReportsNotWritten(f"{len(report_errors)} report file(s) not written completely in {run_dir}")
     return writer.results, run_dir, status
 
 
-def _hold_signals() -> dict[int, Any]:
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-    return {signum: signal.signal(signum, signal.SIG_IGN) for signum in (signal.SIGINT, signal.SIGTERM)}
+def _case_exit_sentence(
+    exc: SystemExit, cases: list[Case], writer: ResultsWriter | None, in_process: bool
+) -> str:
+    """Why the run stopped when SystemExit came out of it. In this process (--no-isolate) it comes from a
+    case's code (sys.exit in an op, make_inputs or reference); the cases run in order, so the case is the
+    first that has not finished. A worker's exit never reaches here, so otherwise it is graphsafe's bug."""
+    if not in_process:
+        return f"stopped by an internal error: SystemExit({exc.code!r}) in the run's own process"
+    if writer is None:
+        return (
+            f"a case's definition check (make_inputs or op) raised SystemExit({exc.code!r}) under --no-isolate; "
+            "nothing ran (without --no-isolate the worker reports the case)"
+        )
+    finished = {r.case for r in writer.results}
+    running = next((c.name for c in cases if c.name not in finished), "?")
+    return (
+        f"case {running!r} raised SystemExit({exc.code!r}) (sys.exit in its op, make_inputs or reference) under "
+        "--no-isolate: the run stopped there; without --no-isolate it is that case's crash and the run goes on"
+    )
 
 
-def _restore_signals(held: dict[int, Any]) -> None:
-    for signum, handler in held.items():
-        signal.signal(signum, handler)
+class _SignalsHeld:
+    """SIGINT and SIGTERM noted instead of acted on while the reports are written (ignoring them would drop
+    a CI's SIGTERM and exit 0). `release` puts the previous handlers back; `received` names the signals that
+    came, for the caller to act on once the writes are done. A signal the process ignored (a nohup'd run's
+    SIGINT) stays ignored."""
+
+    def __init__(self, hold: bool = True) -> None:
+        self.received: list[str] = []
+        self._previous: dict[int, Any] = {}
+        if not hold or threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                self._previous[signum] = signal.signal(signum, self._note)
+
+    @classmethod
+    def none(cls) -> _SignalsHeld:
+        return cls(hold=False)
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.received.append(signal.Signals(signum).name)
+
+    def release(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
 
 
 def _raise_on_sigterm() -> Any:
@@ -548,13 +819,61 @@ def _write_reports(
     case_sources: list[str],
     status: dict[str, Any] | None = None,
     shard: Shard | None = None,
+    options: RunOptions | None = None,
+    notes: Sequence[str] = (),
 ) -> None:
     fingerprint = fp_module.collect(backend, case_sources)
     # Repro commands of user case files need the files: summary.md prints them with --case.
     fingerprint["case_sources"] = shlex.join(source_as_typed_here(s) for s in case_sources)
     fingerprint["shard"] = str(shard) if shard is not None else ""
+    if options is not None:  # what `report merge` checks the shards of one run share
+        fingerprint |= fp_module.run_settings(
+            options.seed, options.replays, options.rebuilds, options.live_graphs
+        )
     fp_module.write(run_dir, fingerprint)
-    write_reports(run_dir, fingerprint, status)
+    write_reports(run_dir, fingerprint, status, notes=notes)
+
+
+# In a CI log (stderr not a terminal), a progress line at most this often, besides failures and the last case.
+PLAIN_PROGRESS_EVERY_S = 10.0
+
+
+def case_line(result: Result) -> str:
+    """-v: one line per finished case."""
+    if result.ok:
+        return f"ok    {result.case}  {result.verdict}"
+    return f"FAIL  {result.case}  {result.verdict} (expected {result.expected})"
+
+
+def failure_blocks(results: list[Result], sources: list[str]) -> list[str]:
+    """One block per case not as expected (graphsafe.findings.failure_block), in the order they finished."""
+    lines: list[str] = []
+    typed = [source_as_typed_here(s) for s in sources]
+    for result in results:
+        if result.ok:
+            continue
+        rows = findings.rows_as_mappings(result.rows)
+        seed_a = str(rows[0]["seed_a"]) if rows else ""
+        sizes = searched_sizes(str(r["detail"]) for r in rows)
+        repro = repro_command(result.case, seed_a, result.backend, typed, sizes)
+        lines += [*findings.failure_block(result.case, result.verdict, result.expected, rows, repro), ""]
+    return lines
+
+
+def summary_line(
+    results: list[Result], planned: int, skipped: int, seconds: float, run_dir: Path, stopped: str = ""
+) -> str:
+    """The one line a run ends with, pytest's way: "graphsafe: 1 failed, 286 passed, 1 skipped in 41s"."""
+    failed = sum(not r.ok for r in results)
+    parts = [f"{failed} failed"] if failed else []
+    parts.append(f"{len(results) - failed} passed")
+    if skipped:
+        parts.append(f"{skipped} skipped")
+    if planned > len(results):
+        parts.append(f"{planned - len(results)} not run")
+    took = f"{seconds:.1f}s" if seconds < 10 else format_eta(seconds)
+    head = f"graphsafe: {stopped}: " if stopped else "graphsafe: "
+    return f"{head}{', '.join(parts)} in {took}; report: {run_dir}"
 
 
 def print_table(results: list[Result]) -> None:
@@ -622,10 +941,19 @@ def _run_command(args: argparse.Namespace) -> int:
         return 0
     except UsageError as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     except (CaseError, CaseFileError, BackendUnavailable) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except NothingSelected as exc:
+        print(f"graphsafe: no case ran: {exc}", file=sys.stderr)
+        return EXIT_NOTHING_SELECTED
+    except CaseExited as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return EXIT_NOT_AS_EXPECTED
+    except (ReportsNotWritten, ReportWriteError) as exc:  # each file and why are on stderr already
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return EXIT_REPORTS_NOT_WRITTEN
     except OSError as exc:  # the machine refused a write or a read (disk full, permissions): not a bug here
         print(f"graphsafe: error: {exc}", file=sys.stderr)
         return 2
@@ -653,9 +981,21 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
     return start_workers(list(args.case), suites, capped_jobs(args.jobs, backend, devices), devices)
 
 
+def _check_environment() -> None:
+    """Before anything of a run starts: every GRAPHSAFE_* value and the build cache (graphsafe.environment);
+    a bad one is a usage error naming it, never a case's verdict later."""
+    errors, warnings = environment.before_a_run()
+    for warning in warnings:
+        print(f"graphsafe: warning: {warning}", file=sys.stderr)
+    if errors:
+        raise UsageError("\ngraphsafe: error: ".join(errors))
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if args.command in ("verify", "repro"):
+        _check_environment()
     if args.command == "list":
-        for case in select_cases(args.case, args.pattern):
+        for case in select_cases(args.case, args.pattern):  # NothingSelected: exit 5, as pytest
             emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")
         return 0
     if args.command == "report":
@@ -687,6 +1027,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 isolate=not args.no_isolate,
                 deadline=args.deadline,
                 markdown=args.markdown,
+                explain=args.explain,
             )
         args.replays = args.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
@@ -696,27 +1037,32 @@ def _dispatch(args: argparse.Namespace) -> int:
             cases = [_at_sizes(cases[0], args.sizes)]
             args.no_isolate = True  # a worker knows the case by name only, with its whole size space
     started = None
+    nothing_selected = ""  # why no case was selected: the run reports it and exits 5
+    notes: list[str] = []
+    skipped = 0  # selected cases skipped by their `requires`
     if args.command == "verify":
         started = _start_workers_early(args)
         try:
-            cases = select_cases(args.case, args.pattern)
-            if args.shard is not None:
-                cases = [
-                    c for c in cases if args.shard.holds(c.name)
-                ]  # may be empty: the shard still reports
-            cases = without_unmet_requirements(cases, args.backend)
+            cases, nothing_selected, notes, skipped = _verify_selection(args)
         except BaseException:
             if started is not None:
                 stop_workers(started)
             raise
-    results, run_dir, status = run_verify(args, cases, started)
+    began = time.monotonic()
+    results, run_dir, status = run_verify(args, cases, started, notes=notes)
+    stopped = str(status.get("reason", "")) if status else ""
+    stopped_by_us = stopped.startswith("stopped after ")  # -x / --maxfail: the summary line says it
     try:
         if args.command == "repro":
             for result in results:
                 print_replay_table(result)
+            print(f"report: {run_dir}")
         else:
-            print_table(results)
-        print(f"report: {run_dir}")
+            if not args.quiet:
+                for line in failure_blocks(results, list(args.case)):
+                    print(line)
+            took = time.monotonic() - began
+            print(summary_line(results, len(cases), skipped, took, run_dir, stopped if stopped_by_us else ""))
         sys.stdout.flush()
     except BrokenPipeError:
         with contextlib.suppress(_OutputClosed):
@@ -730,9 +1076,46 @@ def _dispatch(args: argparse.Namespace) -> int:
             print(f"graphsafe: internal error: {line}", file=sys.stderr)
         return EXIT_INTERNAL_ERROR
     if status is not None:
-        print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
+        if not stopped_by_us:
+            print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)
         return 1
+    if nothing_selected:
+        print(f"graphsafe: no case ran: {nothing_selected}", file=sys.stderr)
+        return EXIT_NOTHING_SELECTED
+    for note in notes:
+        print(f"graphsafe: {note}", file=sys.stderr)
     return 0 if all(r.ok for r in results) else 1
+
+
+def _verify_selection(args: argparse.Namespace) -> tuple[list[Case], str, list[str], int]:
+    """The cases `verify` runs, why none was selected ("" when some were: exit 5 otherwise), the notes its
+    reports open with when no case is left to run, and how many selected cases their `requires` skipped.
+    Zero cases is an answer, as in pytest: -k matching none or an empty shard is "no tests ran" (exit 5);
+    every selected case skipped by its `requires` is a run that passed (exit 0); both write reports that say
+    so. --lf then keeps the last run's failures among the cases left."""
+    try:
+        cases = select_cases(args.case, args.pattern)
+    except NothingSelected as exc:
+        return [], str(exc), [f"no case ran: {exc}"], 0
+    if args.shard is not None:
+        total = len(cases)
+        cases = [c for c in cases if args.shard.holds(c.name)]
+        if not cases:
+            why = f"shard {args.shard} holds none of the {total} selected cases"
+            return [], why, [f"no case ran: {why}"], 0
+    selected = cases
+    cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet))
+    skipped = len(selected) - len(cases)
+    if cases:
+        return (last_failed(cases, quiet=bool(args.quiet)) if args.last_failed else cases), "", [], skipped
+    backend = resolve_backend_name(args.backend)
+    reasons = "; ".join(f"{c.name}: {requirements.unmet(c.requires, backend)}" for c in selected)
+    return (
+        [],
+        "",
+        [f"no case ran: all {len(selected)} selected cases were skipped by their requires ({reasons})"],
+        skipped,
+    )
 
 
 __all__ = ["REGISTRY", "main"]

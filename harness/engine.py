@@ -58,6 +58,7 @@ from graphsafe.verdict_rules import (
     _verdict_row,
     _worst,
     prepare_inputs,
+    raised,
     seeds,
 )
 
@@ -222,11 +223,14 @@ def _bucket_replay(
     except CaseError:
         raise
     except Exception as exc:
-        return row(
-            V.EAGER_MISMATCH,
-            replay_index,
-            seed_b,
-            detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
+        return raised(
+            row(
+                V.EAGER_MISMATCH,
+                replay_index,
+                seed_b,
+                detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
+            ),
+            exc,
         )
     reference = None
     if case.reference is not None:
@@ -377,11 +381,14 @@ def _stateful_step(
     except CaseError:
         raise
     except Exception as exc:
-        return row(
-            V.EAGER_MISMATCH,
-            index,
-            seed,
-            detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
+        return raised(
+            row(
+                V.EAGER_MISMATCH,
+                index,
+                seed,
+                detail=with_user_frame(f"{where}eager raised {type(exc).__name__}: {exc}", exc),
+            ),
+            exc,
         )
     r = _verdict_row(case, row, index, seed, graph_out, eager_out, None, None)
     if r.row_verdict == V.PASS:

@@ -1,9 +1,10 @@
 """Live progress for `graphsafe verify`: cases done/total, failures so far, ETA, current case.
 
 On a terminal the line is rewritten in place (\\r), so a long run shows one moving line; when stderr is a pipe
-or a CI log, each finished case gets its own plain line, because \\r in a log file turns into one unreadable
-line. The ETA is the mean time per finished case times the cases left: cases differ in cost, so it is a
-rough guide, which is why it is printed in whole seconds.
+or a CI log, finished cases get plain lines, because \\r in a log file turns into one unreadable line: one per
+case, or with `every_s` one per that many seconds, at a failure and at the last case (`graphsafe verify`:
+a 288-case run's log then holds a few lines, not 288). The ETA is the mean time per finished case times the
+cases left: cases differ in cost, so it is a rough guide, which is why it is printed in whole seconds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,12 @@ class Progress:
     """Progress of a run over `total` cases; call `update` once per finished case, `close` at the end."""
 
     def __init__(
-        self, total: int, stream: TextIO | None = None, *, clock: Callable[[], float] = time.monotonic
+        self,
+        total: int,
+        stream: TextIO | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        every_s: float = 0.0,
     ) -> None:
         self.total = max(0, int(total))
         # Resolved at call time, not as a default argument, so pytest's capsys (which swaps sys.stderr) works.
@@ -43,6 +49,8 @@ class Progress:
         self._start = clock()
         self._in_place = self._is_tty()
         self._line_open = False  # an in-place line is on screen without its newline yet
+        self._every_s = every_s
+        self._last_line = self._start
 
     def _is_tty(self) -> bool:
         isatty = getattr(self.stream, "isatty", None)
@@ -75,6 +83,10 @@ class Progress:
             self.stream.write("\r" + text[: max(1, width - 1)] + _CLEAR_TO_EOL)
             self._line_open = True
         else:
+            now = self._clock()
+            if self._every_s and ok and self.done < self.total and now - self._last_line < self._every_s:
+                return
+            self._last_line = now
             self.stream.write(text + "\n")
         self.stream.flush()
 

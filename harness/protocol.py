@@ -14,6 +14,10 @@ How a row's verdict is decided (`_verdict_row` in harness/verdict_rules.py), fir
   5. graph differs from the reference (per-dtype threshold)      -> stale_replay
   6. graph differs from eager: bit-exact, unless the case declares `replay_tolerance` (nondeterministic
      kernels, with a note)                                       -> stale_replay
+Where a replay differs from eager (stale_replay, uninitialized), and for every case under `explain=True` or
+`Case.launch_diff`, the launch diff (harness/launch_diff.py) captures the op once more with that B and names
+the first kernel argument, grid or node the graph froze at capture; under explain a launch difference alone
+makes the row stale_replay, since the graph then replays work eager B does not do.
 A replay and an eager call of the same kernels on the same inputs give the same bits; where they do not,
 something is stale. Random ops draw the same numbers both ways because replay and eager start from the same
 generator state (`GraphBackend.rng_state`): graph-safe sampling passes, noise baked at capture does not.
@@ -37,6 +41,7 @@ from graphsafe.errors import (
     FallbackEager,
     OutputTypeError,
 )
+from graphsafe.findings import HIDDEN_STATE, LAUNCH_DIFF, Finding
 from graphsafe.hidden_state import PythonState, op_generators
 from graphsafe.poison import PATTERNS, poison_outputs
 from graphsafe.records import Result, Row
@@ -55,6 +60,7 @@ from graphsafe.verdict_rules import (
     _validate_pairs,
     _verdict_row,
     prepare_inputs,
+    raised,
     seeds,
 )
 
@@ -90,9 +96,8 @@ def validate_definition(case: Case, backend: str | GraphBackend = "auto", *, see
 
 
 # What one check keeps for its second pattern (inputs of every seed, the reference's outputs per B seed): a
-# small op's check made each of them twice, 0.9 ms of a 7.9 ms check for the inputs alone on the H200
-# (reports/performance.md). Past this many bytes they are made anew per
-# pattern, as large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
+# small op's check would make each of them twice. Past this many bytes they are made anew per pattern, as
+# large cases need: --replays 20 of a 64 MB input would otherwise hold 1.3 GB.
 KEEP_BYTES = 64 << 20
 
 
@@ -112,7 +117,7 @@ class CheckStore:
 
     def check_callable(self, inputs: dict[str, torch.Tensor]) -> None:
         """The op takes the inputs by name (`_check_callable`), once per check: every pattern passes the same
-        names, and inspect.signature took 50 us a pattern on the H200 (reports/performance.md)."""
+        names, and inspect.signature is slow (its time per check: reports/performance.md, `check_profile`)."""
         if not self._callable_checked:
             _check_callable(self._case, inputs)
             self._callable_checked = True
@@ -206,11 +211,14 @@ def check(
     rebuilds: int = 0,
     live_graphs: int = 0,
     sizes: Mapping[str, int] | None = None,
+    explain: bool = False,
 ) -> Result:
     """Run the protocol for one case; returns its verdict and one row per pattern x replay.
 
     A case that declares `sizes` is checked at the given `sizes`, or, without them, over its size space
-    (harness/search.py: the result is the smallest failing sizes', or a pass over every size tried)."""
+    (harness/search.py: the result is the smallest failing sizes', or a pass over every size tried).
+    `explain`: run the launch diff for this case even when it passes (module note; `graphsafe verify
+    --explain`); a case declaring `launch_diff=True` always gets it."""
     if replays < 1:
         raise ValueError(f"replays must be >= 1, got {replays}")
     be = backend if isinstance(backend, GraphBackend) else get_backend(backend)
@@ -228,6 +236,7 @@ def check(
                 patterns=patterns,
                 rebuilds=rebuilds,
                 live_graphs=live_graphs,
+                explain=explain,
             )
 
         def explore(bound: Case) -> Result:  # harness/search.py EXPLORE_REPLAYS says why fewer replays
@@ -262,6 +271,7 @@ def check(
                         probe_hidden_state=index == 0,
                         validated=validated,
                         store=store,
+                        explain=explain or case.launch_diff,
                     )
                 )
         except DEVICE_FAULTS as exc:
@@ -272,6 +282,11 @@ def check(
             )
             break
     _explain_leak(rows)
+    if (explain or case.launch_diff) and (case.buckets or case.make_module is not None) and rows:
+        from graphsafe.launch_diff import DETAIL_PREFIX
+
+        note = DETAIL_PREFIX + "not run: an engine-style case (buckets, a stateful module) is not compared"
+        rows[0].detail = f"{rows[0].detail}; {note}" if rows[0].detail else note
     verdict = V.worst([r.row_verdict for r in rows])  # SEVERITY ranks fallback_eager above pass
     details = [r.detail for r in rows if r.row_verdict == verdict and r.detail]
     return Result(case.name, case.expect, verdict, be.name, rows, details[0] if details else "")
@@ -286,6 +301,7 @@ def _explain_leak(rows: list[Row]) -> None:
         if r.row_verdict == V.EAGER_MISMATCH and r.detail.startswith(EAGER_VS_REFERENCE):
             r.row_verdict = V.STALE_REPLAY
             r.detail = "after state leaked from A (hidden-state probe), " + r.detail
+            r.detector = HIDDEN_STATE
 
 
 def _check_pattern(
@@ -300,6 +316,7 @@ def _check_pattern(
     probe_hidden_state: bool,
     validated: set[int],
     store: CheckStore,
+    explain: bool = False,
 ) -> list[Row]:
     seed_a, seeds_b = seeds(base_seed, replays)
     row = _row_factory(case, be, pattern, seed_a)
@@ -314,7 +331,8 @@ def _check_pattern(
     # its eager call will start from too. The probe's changes to the op's Python state are undone, so the
     # warm-up with A below is still the op's first call (harness/hidden_state.py).
     rng_start = be.rng_state()
-    fresh = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
+    probed = _fresh_eager(case, be, inputs_b[0], rng_start) if probe_hidden_state else None
+    fresh, probe_state = probed if probed is not None else (None, None)
 
     # 2. Static buffers hold A; `inputs_a` stays pristine.
     static = _clone_all(inputs_a)
@@ -334,9 +352,11 @@ def _check_pattern(
     capture_ms = (time.perf_counter() - start) * 1e3
 
     rows = []
+    rngs = []  # the generator state each replay and its eager call started from (the launch diff's B)
     try:
         for i, (seed_b, b) in enumerate(zip(seeds_b, inputs_b, strict=True)):
             first = i == 0
+            rngs.append(rng_start if first else be.rng_state())
             r = _replay_and_compare(
                 case,
                 be,
@@ -347,12 +367,16 @@ def _check_pattern(
                 i,
                 seed_b,
                 store,
-                rng=rng_start if first else None,
+                rng=rngs[-1],
                 fresh=fresh if first else None,
+                python_state=probe_state,
             )
             r.capture_ms = capture_ms if i == 0 else None
             r.limits = getattr(graph, "limits", "")  # what this backend's capture could not check
             rows.append(r)
+        # The launch diff once per check (the first pattern): a failing replay's cause, or on request.
+        if probe_hidden_state and (explain or any(r.row_verdict in _REPLAY_DIFFERS for r in rows)):
+            _explain_launches(case, be, graph, static, inputs_b, rows, rngs, explain)
     finally:
         graph.release(reclaim_now=False)  # the scope's end frees it, with the eager pool, after one wait
 
@@ -362,6 +386,55 @@ def _check_pattern(
     if live_graphs:
         rows.extend(_live_graph_rows(case, be, inputs_a, inputs_b, seeds_b, row, live_graphs, store))
     return rows
+
+
+# Row verdicts that say the replay differs from eager, whose cause the launch diff looks for.
+_REPLAY_DIFFERS = (V.STALE_REPLAY, V.UNINITIALIZED)
+
+
+def _explain_launches(
+    case: Case,
+    be: GraphBackend,
+    graph: Any,
+    static: dict[str, torch.Tensor],
+    inputs_b: Sequence[dict[str, torch.Tensor]],
+    rows: list[Row],
+    rngs: list[tuple[torch.Tensor, ...]],
+    requested: bool,
+) -> None:
+    """The launch diff (harness/launch_diff.py) of `graph` against a capture made with the B of the first
+    failing replay (replay 0 when none failed), written into that row's detail; a launch difference found
+    on request turns a passing row into stale_replay. The op's Python state and the generators are put
+    back afterwards, so the rest of the check runs as it would have without the diff."""
+    from graphsafe import launch_diff
+
+    index = next((i for i, r in enumerate(rows) if r.row_verdict != V.PASS), 0)
+    b, rng = inputs_b[index], rngs[index]
+    saved_rng = be.rng_state()
+
+    def capture_b() -> Any:
+        state = PythonState(case.op)
+        try:
+            with torch.no_grad():
+                for name, t in b.items():
+                    static[name].copy_(t)
+            prepare_inputs(case, static)
+            be.set_rng_state(rng)
+            return be.capture(functools.partial(_call_op, case, static), warmup=0)
+        finally:
+            state.restore()
+
+    try:
+        diff = launch_diff.explain(graph, static, capture_b, reraise=DEVICE_FAULTS)
+    finally:
+        be.set_rng_state(saved_rng)
+    r = rows[index]
+    r.detail = f"{r.detail}; {diff.detail()}" if r.detail else diff.detail()
+    if diff.differs:
+        # The first launch difference is what the graph froze at capture: the finding's carried state.
+        Finding.add_state(r, diff.lines()[:1])
+        if requested and r.row_verdict == V.PASS:
+            r.row_verdict, r.detector = V.STALE_REPLAY, LAUNCH_DIFF
 
 
 def _replay_and_compare(
@@ -377,6 +450,7 @@ def _replay_and_compare(
     *,
     rng: tuple[torch.Tensor, ...] | None = None,
     fresh: list[torch.Tensor] | None = None,
+    python_state: PythonState | None = None,
 ) -> Row:
     rng = be.rng_state() if rng is None else rng
     try:
@@ -386,7 +460,19 @@ def _replay_and_compare(
     except Exception as exc:
         return _replay_error_row(exc, row, replay_index, seed_b)
     return _compare_replay(
-        case, be, graph, static, inputs_b, row, replay_index, seed_b, replay_ms, store, rng=rng, fresh=fresh
+        case,
+        be,
+        graph,
+        static,
+        inputs_b,
+        row,
+        replay_index,
+        seed_b,
+        replay_ms,
+        store,
+        rng=rng,
+        fresh=fresh,
+        python_state=python_state,
     )
 
 
@@ -421,9 +507,10 @@ def _replay(
 
 def _fresh_eager(
     case: Case, be: GraphBackend, inputs_b: dict[str, torch.Tensor], rng: tuple[torch.Tensor, ...]
-) -> list[torch.Tensor] | None:
-    """Eager B before the op saw A; the op's Python state is put back afterwards. None when eager raised
-    (the warm-up with A meets the same failure and names it)."""
+) -> tuple[list[torch.Tensor] | None, PythonState]:
+    """Eager B before the op saw A, and the snapshot of the op's Python state taken before it, which is put
+    back afterwards (a failing row's finding asks it what changed since). None when eager raised (the warm-up
+    with A meets the same failure and names it)."""
     state = PythonState(case.op)
     try:
         be.set_rng_state(rng)
@@ -435,11 +522,11 @@ def _fresh_eager(
     except DEVICE_FAULTS:
         raise
     except Exception:  # an OutputTypeError too: the capture below names it (one place decides)
-        return None
+        return None, state
     finally:
         state.restore()
         be.set_rng_state(rng)
-    return out
+    return out, state
 
 
 def _compare_replay(
@@ -456,9 +543,11 @@ def _compare_replay(
     *,
     rng: tuple[torch.Tensor, ...],
     fresh: list[torch.Tensor] | None = None,
+    python_state: PythonState | None = None,
 ) -> Row:
     """Step 6: the replay's outputs against eager on a clone of B (from the generator state the replay
-    started from), the independent reference, and (`fresh`) eager B before the op saw A."""
+    started from), the independent reference, and (`fresh`) eager B before the op saw A. `python_state`: the
+    hidden-state probe's snapshot, asked what the op's calls changed when the row fails on values."""
     graph_out = _clone_outputs(graph.outputs)
     eager_inputs = _clone_all(inputs_b)
     be.set_rng_state(rng)
@@ -470,19 +559,21 @@ def _compare_replay(
     try:
         prepare_inputs(case, eager_inputs)
         with torch.no_grad():
-            eager_out = list(flatten_tensors(_call_op(case, eager_inputs)))
+            result = _call_op(case, eager_inputs)
+            eager_out = list(flatten_tensors(result))
         end = be.mark()
     except DEVICE_FAULTS:
         raise
     except OutputTypeError as exc:
         raise CaseError(case.name, "op", str(exc)) from exc
     except Exception as exc:
-        return row(
+        made = row(
             V.EAGER_MISMATCH,
             replay_index,
             seed_b,
             detail=with_user_frame(f"eager raised {type(exc).__name__}: {exc}", exc),
         )
+        return raised(made, exc)
     reference = None
     if case.reference is not None:
         try:
@@ -495,8 +586,11 @@ def _compare_replay(
     # The replay's static inputs and eager's clones against B (eager never touches `static`), in the
     # comparisons' batch.
     seen = ((static, inputs_b), (eager_inputs, inputs_b))
-    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen)
+    r = _verdict_row(case, row, replay_index, seed_b, graph_out, eager_out, reference, fresh, seen, result)
     r.replay_ms, r.eager_ms = replay_ms, be.elapsed_ms(start, end)
+    if python_state is not None and r.row_verdict in (V.STALE_REPLAY, V.EAGER_MISMATCH) and r.output:
+        # Which attribute, global or closure cell the op's calls changed: the state that carried over.
+        Finding.add_state(r, python_state.changes())
     return r
 
 
@@ -522,11 +616,14 @@ def _eager_only_rows(
             raise
         except Exception as exc:  # as in _replay_and_compare: eager that raises is wrong, not a harness error
             rows.append(
-                row(
-                    V.EAGER_MISMATCH,
-                    i,
-                    seed_b,
-                    detail=with_user_frame(f"{why}; eager raised {type(exc).__name__}: {exc}", exc),
+                raised(
+                    row(
+                        V.EAGER_MISMATCH,
+                        i,
+                        seed_b,
+                        detail=with_user_frame(f"{why}; eager raised {type(exc).__name__}: {exc}", exc),
+                    ),
+                    exc,
                 )
             )
             continue

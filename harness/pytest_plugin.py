@@ -9,8 +9,9 @@ relative to that file). An installed graphsafe registers the plugin through its 
 no-op where the entry point already loaded it. This repository's conftest.py loads it from the checkout.
 
 An item runs the differential replay protocol (`graphsafe.check`) on its case and passes when the verdict equals
-the case's `expect`; otherwise it fails with the case's block from summary.md (verdict, expected, the
-reproduce command, one row per pattern and replay, the details). A case whose `requires` this machine or
+the case's `expect`; otherwise it fails with the case's finding in plain text, the same lines `graphsafe verify`
+prints and summary.md shows (graphsafe.findings: which output, how much, what carried state, the likely cause
+and what to try, the reproduce command), then one row per pattern and replay. A case whose `requires` this machine or
 backend does not meet is skipped with the reason. Items carry the marker `graphsafe` and the case's family as
 a keyword, so pytest's own `-k`, `-m`, `--junitxml` and `-n` (pytest-xdist) apply; with the gpu backend, each
 xdist worker takes one GPU as its current device (worker i of a box with N GPUs gets GPU i mod N).
@@ -94,7 +95,7 @@ def _spread_xdist_workers(config: pytest.Config) -> None:
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1 and "OMP_NUM_THREADS" not in os.environ:
         # N workers each starting one thread per core oversubscribe the CPU N-fold (graphsafe.runner measured it);
-        # here 2 workers on 2 busy cores took 38 s for the 3 cases one process ran in 3 s.
+        # here 2 workers on 2 busy cores took many times as long for the cases one process ran quickly.
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     # The current device, not CUDA_VISIBLE_DEVICES: the first torch.cuda.is_available() has initialized the
     # driver, which reads that variable once. The gpu backend runs on torch.cuda.current_device().
@@ -184,11 +185,12 @@ def _definition_line(path: Path, name: str) -> int:
 
 
 def run_case(case: Any, backend: str, sources: list[str]) -> Any:
-    """One case's Result: in this process, or in a worker process for cases expected to kill theirs."""
-    from graphsafe.protocol import check
+    """One case's Result: in this process (its changes to the process state put back after it, a failure of
+    its own code its verdict: graphsafe.case_run), or in a worker process for cases expected to kill theirs."""
+    from graphsafe import case_run
 
     if case.expect not in PROCESS_KILLING_VERDICTS:
-        return check(case, backend)
+        return case_run.run_case(case, backend).result
     from graphsafe.runner import RunOptions, run_isolated
 
     results: list[Any] = []
@@ -197,10 +199,11 @@ def run_case(case: Any, backend: str, sources: list[str]) -> Any:
 
 
 def failure_text(result: Any, sources: list[str]) -> str:
-    """The case's block of summary.md (heading, reproduce command, replay table, details), from its Result."""
+    """The case's failure in plain text, as `graphsafe verify` prints it (graphsafe.findings.failure_block:
+    heading, finding, reproduce command), then its replay table with aligned columns."""
     import pandas as pd
 
-    from graphsafe.reports.markdown import failure_lines
+    from graphsafe.findings import failure_block
     from graphsafe.reports.results import normalize
     from graphsafe.reports.tables import failure_section, summarize_case
 
@@ -217,7 +220,13 @@ def failure_text(result: Any, sources: list[str]) -> str:
         ]
     )
     rows = normalize(frame)
-    return "\n".join(failure_lines(failure_section(summarize_case(rows), rows, sources)))
+    section = failure_section(summarize_case(rows), rows, sources)
+    lines = failure_block(result.case, result.verdict, result.expected, [], section.repro, section.finding)
+    table = [section.table.header, *section.table.rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    lines.append("")
+    lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in table]
+    return "\n".join(lines)
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's -k/-m deselection, which must see these items

@@ -37,6 +37,16 @@ class Row:
     # "" when the backend checked everything the op ran; else "not fully checked on <backend>: <reason>"
     # (e.g. the cpu backend cannot run what torch.compile(mode="reduce-overhead") adds on a GPU).
     limits: str = ""
+    # The finding (graphsafe.findings), filled only for rows that are not pass: which output (a namedtuple
+    # field's name, else its index), how many elements mismatch, the first mismatching index with the values
+    # there, the state that carried over (attribute paths, globals), the check that decided the verdict (the
+    # key of the cause table), and the finding's lines as one text.
+    output: str = ""
+    mismatches: int | None = None
+    first_mismatch: str = ""
+    carried_state: str = ""
+    detector: str = ""
+    finding: str = ""
 
 
 @dataclass

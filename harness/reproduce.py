@@ -299,7 +299,14 @@ class Outcome:
 
 
 def run_cases(
-    loaded: Loaded, backend: str, *, replays: int, seed: int, isolate: bool, deadline: float
+    loaded: Loaded,
+    backend: str,
+    *,
+    replays: int,
+    seed: int,
+    isolate: bool,
+    deadline: float,
+    explain: bool = False,
 ) -> dict[str, Result]:
     cases = loaded.report.cases(backend)
     for case in cases:
@@ -315,7 +322,7 @@ def run_cases(
     if not cases:
         return results
     if isolate:
-        options = RunOptions(backend=backend, replays=replays, seed=seed, deadline=deadline)
+        options = RunOptions(backend=backend, replays=replays, seed=seed, deadline=deadline, explain=explain)
         devices = 1 if backend == "gpu" else 0
 
         def collect(result: Result) -> None:
@@ -324,7 +331,7 @@ def run_cases(
         run_isolated(cases, [loaded.source], options, 1, devices, collect)
     else:
         for case in cases:
-            results[case.name] = check(case, backend, replays=replays, seed=seed)
+            results[case.name] = check(case, backend, replays=replays, seed=seed, explain=explain)
     return results
 
 
@@ -544,6 +551,7 @@ def reproduce(
     seed: int = 0,
     isolate: bool = True,
     deadline: float = DEFAULT_DEADLINE_S,
+    explain: bool = False,
 ) -> tuple[Loaded, Outcome, str]:
     """Load and run one counterexample: (the module, its rendered tables and counts, the resolved backend).
     Raises ReportError for a module that cannot be used."""
@@ -558,6 +566,7 @@ def reproduce(
         seed=seed,
         isolate=isolate,
         deadline=deadline,
+        explain=explain,
     )
     return loaded, build(loaded, resolved, results), resolved
 
@@ -571,11 +580,12 @@ def run(
     isolate: bool = True,
     deadline: float = DEFAULT_DEADLINE_S,
     markdown: bool = False,
+    explain: bool = False,
 ) -> int:
     """Reproduce one counterexample and print it; returns the exit code (module note)."""
     try:
         loaded, outcome, resolved = reproduce(
-            name, backend, replays=replays, seed=seed, isolate=isolate, deadline=deadline
+            name, backend, replays=replays, seed=seed, isolate=isolate, deadline=deadline, explain=explain
         )
     except (ReportError, CaseError, RuntimeError) as exc:
         print(f"graphsafe: error: {exc}", file=sys.stderr)

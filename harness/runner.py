@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -32,9 +33,12 @@ from typing import Any
 
 from graphsafe import verdicts as V
 from graphsafe.case import Case, CaseFileError
+from graphsafe.case_run import add_note, run_case
 from graphsafe.errors import CaseError
 from graphsafe.poison import PATTERNS
-from graphsafe.protocol import check, validate_definition
+from graphsafe.process_state import restored
+from graphsafe.processes import RunProcesses, run_processes
+from graphsafe.protocol import validate_definition
 from graphsafe.records import Result, Row
 
 DEFAULT_DEADLINE_S = 300.0
@@ -50,6 +54,7 @@ class RunOptions:
     rebuilds: int = 0
     live_graphs: int = 0
     deadline: float = DEFAULT_DEADLINE_S
+    explain: bool = False  # the launch diff for every case (graphsafe.protocol.check explain=)
 
 
 @dataclass(frozen=True)
@@ -200,26 +205,36 @@ def run_in_process(
     on_result: Callable[[Result], None],
     validated: Callable[[list[Validated]], None] | None = None,
 ) -> None:
-    if validated is not None:
-        available = available_memory(options.backend)
-        validated(
-            [
-                Validated(c, validate_definition(c, options.backend, seed=options.seed), available)
-                for c in cases
-            ]
-        )
-    for case in cases:
-        start = time.monotonic()
-        result = check(
-            case,
-            options.backend,
-            replays=options.replays,
-            seed=options.seed,
-            rebuilds=options.rebuilds,
-            live_graphs=options.live_graphs,
-        )
-        result.seconds = time.monotonic() - start
-        on_result(result)
+    with run_processes():  # what the cases left running ends with the run (graphsafe.processes)
+        if validated is not None:
+            available = available_memory(options.backend)
+            checked = []
+            for c in cases:
+                with restored(c):  # make_inputs runs here too
+                    checked.append(
+                        Validated(c, validate_definition(c, options.backend, seed=options.seed), available)
+                    )
+            validated(checked)
+        for case in cases:
+            start = time.monotonic()
+            try:
+                ran = run_case(
+                    case,
+                    options.backend,
+                    replays=options.replays,
+                    seed=options.seed,
+                    rebuilds=options.rebuilds,
+                    live_graphs=options.live_graphs,
+                    explain=options.explain,
+                )
+                result = ran.result
+                if ran.replace_process:
+                    add_note(result, "later cases of this --no-isolate run share the process and may see it")
+            except Exception as exc:  # graphsafe's own fault on this case: named as such, the run goes on
+                detail = f"harness error in process: {type(exc).__name__}: {exc}\n{traceback.format_exc()}"
+                result = _failed(case, options, V.CRASH, detail)
+            result.seconds = time.monotonic() - start
+            on_result(result)
 
 
 def run_isolated(
@@ -326,12 +341,18 @@ def run_isolated(
         verdict = V.TIMEOUT if why.startswith("no result") else V.CRASH
         finish(worker, _failed(case, options, verdict, why + stderr_tail_text(worker)))
 
+    def end_orphans() -> None:
+        """After a worker died or was killed: end what its cases left running (adopted by this process)."""
+        scope.end_adopted(w.proc.pid for w in [*workers.values(), *spares.values()] if w.proc.poll() is None)
+
     validating = validated is not None
     for index in range(active):
         if index not in workers:
             workers[index] = _spawn(index, load, devices, jobs, selector)
     for slot in range(spare_slots):
         spawn_spare(slot)
+    # This process adopts what a dead worker's cases left running, ends it, and ends the rest with the run.
+    scope = RunProcesses()
     try:
         while pending or to_validate or any(w.case is not None for w in workers.values()):
             if validating and not to_validate and not any(w.validating for w in workers.values()):
@@ -366,6 +387,7 @@ def run_isolated(
                 if worker.proc.poll() is not None:
                     _drain(worker, handle)  # a result written just before exiting still counts
                     _close(worker, selector)
+                    end_orphans()
                     if worker.case is not None:
                         worker_lost(
                             worker,
@@ -384,6 +406,7 @@ def run_isolated(
                 elif case is not None and deadline is not None and now - worker.started > deadline:
                     _kill(worker)
                     _close(worker, selector)
+                    end_orphans()
                     worker_lost(worker, f"no result after {deadline:.0f} s; worker killed")
                     if pending or to_validate:
                         start(index, replaces=worker.last_case)
@@ -394,6 +417,8 @@ def run_isolated(
             _kill(worker)
             _close(worker, selector)
         selector.close()
+        scope.end_all()
+        scope.close()
 
 
 def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | None:
@@ -407,13 +432,13 @@ def _next_case(pending: Sequence[Case], workers: Iterable[_Worker]) -> int | Non
 def longest_first(cases: Sequence[Case], history: Mapping[str, float]) -> list[Case]:
     """Cases by the seconds this machine took for them last time, longest first; cases never timed keep their
     order, at the front. A long case started last holds the run's end while the other workers sit idle
-    (on the H200 with 8 workers, a timeout control that lasts its whole deadline, among 195 s of cases).
+    (a timeout control that lasts its whole deadline).
     Cases sharing an `exclusive` name run one after another, so the group is placed by its summed seconds
     (its members together, longest first): 32 short host-waiting cases sorted among the short ones would
     be left to run one at a time after everything else. Among cases never timed (a first run on the machine)
     a group comes first, its members in their order: its cases cannot overlap, so it is the run's longest
-    chain (on the H200 the built-in suite's 32 host-waiting cases took 18 s one after another, and started
-    last they ended a cold run at 56.8 s, the other workers at 38.8-42.0 s: reports/performance.md)."""
+    chain (on the H200 the built-in suite's 32 host-waiting cases take 18 s one after another, and started
+    last they ended a cold run long after the other workers: reports/performance.md)."""
     own = {c.name: history.get(c.name, math.inf) for c in cases}
     group: dict[str, float] = {}
     for c in cases:
@@ -435,8 +460,8 @@ def slot_seconds(case_seconds: Mapping[str, float], respawns: Mapping[str, float
     """What each case cost its worker slot: its own seconds, plus the start of the worker that replaced the
     one it killed or retired. A timeout control took its 5 s deadline and then held its slot for 5.6 s more
     while a new worker imported torch and the cases (H200, 8 workers: reports/performance.md); ordered by
-    its own seconds it started mid-run, and the case its
-    replacement took next ended the run 5-7 s after every other worker."""
+    its own seconds it started mid-run, and the case its replacement took next ended the run after every
+    other worker."""
     return {name: seconds + respawns.get(name, 0.0) for name, seconds in case_seconds.items()}
 
 
@@ -476,8 +501,7 @@ def _spawn(index: int, load: dict, devices: int, jobs: int, selector: selectors.
         env["CUDA_VISIBLE_DEVICES"] = env["HIP_VISIBLE_DEVICES"] = str(index % devices)
     if jobs > 1 and "OMP_NUM_THREADS" not in os.environ:
         # Each worker's torch would start one OpenMP thread per core; N workers oversubscribe the CPU N-fold
-        # and spin-waiting threads then crawl (H200 x2, 32 cores: 79 cases took 14.7 s with one worker and
-        # 25 cases took 60 s with two). Give each worker its share of the cores.
+        # and spin-waiting threads then crawl. Give each worker its share of the cores.
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
     proc = subprocess.Popen(
         [sys.executable, "-m", _WORKER_MODULE],
@@ -527,6 +551,7 @@ def _assign(worker: _Worker, case: Case, options: RunOptions, validate: bool = F
         "seed": options.seed,
         "rebuilds": options.rebuilds,
         "live_graphs": options.live_graphs,
+        "explain": options.explain,
     }
     worker.case = case
     worker.last_case = case.name

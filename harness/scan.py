@@ -53,8 +53,8 @@ from graphsafe.native import gpu_library, host_library
 DENOMINATOR_EPS = 1e-6
 MAX_REPORTED_INDICES = 5
 # Elements per chunk on the CPU: 2^16 float32 values are 256 KiB per input and per temporary, so a chunk's
-# three tensors stay in L2. On a 2-core Xeon (one thread, 64 MiB float32; reports/performance.md):
-# 2^16 -> 112 ms, 2^18 -> 139 ms, 2^20 -> 148 ms, unchunked -> 285 ms.
+# three tensors stay in L2: on a 2-core Xeon (one thread, 64 MiB float32) larger chunks were slower, and
+# whole tensors slowest.
 CPU_CHUNK_ELEMENTS = 1 << 16
 
 
@@ -214,7 +214,7 @@ def _chunks(n: int, device: torch.device) -> list[tuple[int, int]]:
 
 def _extremes(t: torch.Tensor) -> torch.Tensor:
     """[min, max] of a chunk. aminmax is one pass and propagates NaN; on the CPU it is several times faster than
-    vector_norm(ord=inf) (16M float32 on one core: 38 ms against 315 ms, torch 2.13)."""
+    vector_norm(ord=inf) (16M float32 on one core: 38 ms against 315 ms, reports/performance.md)."""
     low, high = torch.aminmax(t)
     return torch.stack([low, high])
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from graphsafe import findings as F
 from graphsafe import verdicts as V
 from graphsafe.backends import GraphBackend
 from graphsafe.case import Case
@@ -30,7 +31,7 @@ from graphsafe.errors import (
 from graphsafe.poison import op_call_poisoning, unfilled
 from graphsafe.records import Row
 from graphsafe.scan import bytes_differ_many, count_unwritten
-from graphsafe.tracebacks import with_user_frame
+from graphsafe.tracebacks import user_frame, with_user_frame
 
 # torch raises AcceleratorError (torch >= 2.8) for asynchronous device errors such as an illegal address.
 DEVICE_FAULTS: tuple[type[BaseException], ...] = tuple(
@@ -56,10 +57,12 @@ def _verdict_row(
     reference: list[torch.Tensor] | None,
     fresh: list[torch.Tensor] | None = None,
     inputs_seen: Sequence[tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]] = (),
+    result: Any = None,
 ) -> Row:
     """Row verdict, first failure wins (the order is in the module note). `inputs_seen`: (inputs the op
     or the replay read, the inputs they were copied from) pairs: a passing row whose op changed an input that
-    the case does not declare in Case.mutates is eager_mismatch."""
+    the case does not declare in Case.mutates is eager_mismatch. `result`: the op's return value as it gave
+    it, which names the outputs in a failing row's finding (a namedtuple's fields)."""
     counts = {len(graph_out), len(eager_out)} | ({len(reference)} if reference is not None else set())
     if fresh is not None:
         counts.add(len(fresh))
@@ -89,8 +92,11 @@ def _verdict_row(
         graph_cmp = vs_eager
     leaked = done[-1] if fresh is not None else None
 
+    # Which check decided a failing row, and which group of comparisons shows it (None: no comparison).
+    detector, decided = "", None
     if eager_cmp.uninitialized:
         verdict, detail = V.UNINITIALIZED, "eager output: " + _describe(eager_cmp)
+        detector, decided = F.EAGER_OUTPUT, 1 if reference is not None else None
     elif leaked is not None and not leaked.ok and vs_eager.ok:
         # (When graph and eager differ too, the probe cannot tell leaked state from a value drawn anew on
         # every call, such as a host random number; the graph-vs-eager rule below names that case.)
@@ -99,20 +105,26 @@ def _verdict_row(
             "eager on B after the op ran on A differs from eager on B before the op saw A, "
             "so state leaked from A into later calls: " + _describe(leaked)
         )
+        detector, decided = F.HIDDEN_STATE, len(groups) - 1
     elif not eager_cmp.ok:
         verdict, detail = V.EAGER_MISMATCH, EAGER_VS_REFERENCE + _describe(eager_cmp)
+        detector, decided = F.EAGER_VS_REFERENCE, 1
     elif graph_cmp.uninitialized or vs_eager.uninitialized:
         verdict = V.UNINITIALIZED
         detail = "graph output: " + _describe(graph_cmp if graph_cmp.uninitialized else vs_eager)
+        detector, decided = F.GRAPH_OUTPUT, 2 if reference is not None and graph_cmp.uninitialized else 0
     elif reference is not None and not graph_cmp.ok:
         verdict, detail = V.STALE_REPLAY, "graph replay vs reference: " + _describe(graph_cmp)
+        detector, decided = F.GRAPH_VS_REFERENCE, 2
     elif not vs_eager.ok:
         verdict, detail = V.STALE_REPLAY, "graph replay vs eager: " + _describe(vs_eager)
+        detector, decided = F.GRAPH_VS_EAGER, 0
     elif modified:
         verdict, detail = V.EAGER_MISMATCH, f"op modified input(s) {modified} not declared in Case.mutates"
+        detector = F.INPUT_MODIFIED
     else:
         verdict, detail = V.PASS, ""
-    return row(
+    made = row(
         verdict,
         replay_index,
         seed_b,
@@ -124,6 +136,50 @@ def _verdict_row(
         poisoned=eager_cmp.poisoned + graph_cmp.poisoned,
         detail=detail,
     )
+    if verdict != V.PASS:  # the finding is measured for failing rows only: a passing check pays nothing
+        n = len(eager_out)
+        pairs = groups[decided] if decided is not None else []
+        compared = flat[decided * n : (decided + 1) * n] if decided is not None else []
+        finding = _finding(
+            detector, pairs, compared, graph_out, eager_out, reference, fresh, result, modified
+        )
+        finding.apply(made)
+    return made
+
+
+def _finding(
+    detector: str,
+    pairs: Sequence[tuple[torch.Tensor, torch.Tensor, float]],
+    comparisons: Sequence[Comparison],
+    graph_out: Sequence[torch.Tensor],
+    eager_out: Sequence[torch.Tensor],
+    reference: Sequence[torch.Tensor] | None,
+    fresh: Sequence[torch.Tensor] | None,
+    result: Any,
+    modified: Sequence[str],
+) -> F.Finding:
+    """The finding of a failing row (graphsafe.findings): the output the deciding check found worst, measured."""
+    count = len(eager_out)
+    labels = F.output_labels(result, count)
+    if detector == F.INPUT_MODIFIED:  # the detail names the inputs
+        return F.Finding(detector)
+    if not comparisons:  # eager's own output holds NaN/poison and there is no reference to compare with
+        scans = [_scan_unwritten(e, 0.0) for e in eager_out]
+        i = next((k for k, c in enumerate(scans) if c.uninitialized), 0)
+        values: list[tuple[str, torch.Tensor | None]] = [("eager", eager_out[i]), ("graph", graph_out[i])]
+        return F.measure_unwritten(detector, "eager output", labels[i], count, eager_out[i], values)
+    i = _worst_index(list(comparisons))
+    actual, expected, _ = pairs[i]
+    ref = reference[i] if reference is not None else None
+    if detector == F.HIDDEN_STATE:
+        assert fresh is not None
+        values = [("eager on B after A", eager_out[i]), ("eager on B before A", fresh[i]), ("reference", ref)]
+    else:
+        values = [("graph", graph_out[i]), ("eager", eager_out[i]), ("reference", ref)]
+    if detector in (F.EAGER_OUTPUT, F.GRAPH_OUTPUT):
+        where = "eager output" if detector == F.EAGER_OUTPUT else "graph output"
+        return F.measure_unwritten(detector, where, labels[i], count, actual, values)
+    return F.measure(detector, labels[i], count, actual, expected, comparisons[i], values)
 
 
 def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], seed: int) -> Row:
@@ -135,17 +191,26 @@ def _capture_failure_row(case: Case, exc: Exception, row: Callable[..., Row], se
             raise CaseError(case.name, "op", str(cause)) from exc
     # Each detail ends with the op's line that raised ("at my_ops.py:42 in my_op", harness/tracebacks.py).
     if isinstance(exc, CaptureSyncError):
-        return row(V.CAPTURE_SYNC, -1, seed, detail=with_user_frame(str(exc), exc))
+        made = row(V.CAPTURE_SYNC, -1, seed, detail=with_user_frame(str(exc), exc))
+        return raised(made, exc, F.HOST_SYNC)
     if isinstance(exc, CaptureError):
-        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(str(exc), exc))
+        return raised(row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(str(exc), exc)), exc)
     if isinstance(exc, FallbackEager):  # the first capture was allowed: declining a later one is inconsistent
         detail = f"the op's probe declined a later capture: {exc}"
-        return row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(detail, exc))
+        return raised(row(V.CAPTURE_ERROR, -1, seed, detail=with_user_frame(detail, exc)), exc)
     if isinstance(exc, REFUSAL_ERRORS):
-        return row(V.REFUSED, -1, seed, detail=with_user_frame(f"{type(exc).__name__}: {exc}", exc))
+        detail = with_user_frame(f"{type(exc).__name__}: {exc}", exc)
+        return raised(row(V.REFUSED, -1, seed, detail=detail), exc)
     # The op failed eagerly during warm-up without a named refusal.
     detail = f"eager raised {type(exc).__name__}: {exc}"
-    return row(V.EAGER_MISMATCH, -1, seed, detail=with_user_frame(detail, exc))
+    return raised(row(V.EAGER_MISMATCH, -1, seed, detail=with_user_frame(detail, exc)), exc)
+
+
+def raised(made: Row, exc: BaseException, detector: str = F.EXCEPTION) -> Row:
+    """`made` with the finding of an exception: the op of a host sync, and the user's line that raised."""
+    op = F.sync_op(str(exc)) if detector == F.HOST_SYNC else ""
+    F.exception_finding(detector, op, user_frame(exc)).apply(made)
+    return made
 
 
 def _replay_error_row(
@@ -153,12 +218,13 @@ def _replay_error_row(
 ) -> Row:
     """Capture worked but the replay raised (the process lives on): the graph cannot run, which is neither a
     crash nor a capture failure."""
-    return row(
+    made = row(
         V.REPLAY_ERROR,
         replay_index,
         seed_b,
         detail=with_user_frame(f"{where}replay raised {type(exc).__name__}: {exc}", exc),
     )
+    return raised(made, exc)
 
 
 def _call_op(case: Case, inputs: dict[str, torch.Tensor], *args: Any) -> Any:
@@ -284,14 +350,20 @@ def _threshold(case: Case, out: torch.Tensor) -> float:
     return default_threshold(out.dtype)
 
 
-def _worst(comparisons: list[Comparison]) -> Comparison:
-    def badness(c: Comparison) -> tuple[int, float]:
-        ratio = c.error / c.threshold if c.threshold > 0 else math.inf if c.mismatches else 0.0
-        return (0 if c.ok else 1, ratio)
+def _badness(c: Comparison) -> tuple[int, float]:
+    ratio = c.error / c.threshold if c.threshold > 0 else math.inf if c.mismatches else 0.0
+    return (0 if c.ok else 1, ratio)
 
+
+def _worst(comparisons: list[Comparison]) -> Comparison:
     if not comparisons:
         return Comparison(error=0.0, threshold=0.0, nonfinite=0, poisoned=0, mismatches=0)
-    return max(comparisons, key=badness)
+    return max(comparisons, key=_badness)
+
+
+def _worst_index(comparisons: list[Comparison]) -> int:
+    """The index `_worst` picks (the first of equals, as max() takes it)."""
+    return max(range(len(comparisons)), key=lambda i: _badness(comparisons[i]))
 
 
 def _scan_unwritten(out: torch.Tensor, threshold: float) -> Comparison:

@@ -15,6 +15,10 @@ REPLAY_ERROR = "replay_error"  # capture worked, but replaying the graph raised 
 EAGER_MISMATCH = "eager_mismatch"  # eager disagrees with the reference, or the op modified an input
 CRASH = "crash"  # the process running the case died
 TIMEOUT = "timeout"  # the case ran past its deadline
+# The case's own code failed while the case ran: its reference or make_inputs raised, or the op returned
+# something no comparison can take (a definition error found only at run time). The op was not judged, so
+# no verdict about the op fits: eager_mismatch would blame an op whose output nothing disagreed with.
+BROKEN_CASE = "broken_case"
 REFUSED = (
     "refused"  # the op rejected its inputs with a named error (ValueError/TypeError/NotImplementedError)
 )
@@ -25,6 +29,7 @@ FALLBACK_EAGER = "fallback_eager"  # a fail-closed probe disabled graphs and eag
 SEVERITY: tuple[str, ...] = (
     CRASH,
     TIMEOUT,
+    BROKEN_CASE,
     CAPTURE_SYNC,
     CAPTURE_ERROR,
     REPLAY_ERROR,

@@ -9,6 +9,11 @@ cannot corrupt the protocol. What to load comes from the parent in GRAPHSAFE_WOR
 {"case_sources": [file or module, ...], "suites": [module, ...], "digests": {file: sha256}}: the worker
 decides nothing about it; a case file whose digest changed since the parent read it is refused.
 
+Each case runs through graphsafe.case_run: the process state it changed is put back after it (a worker whose
+state cannot be put back exits after the result, and a fresh one takes the next case), and the processes it
+left running outside the worker's process group are ended; the worker adopts orphaned descendants (Linux
+child subreaper) so that none escapes that.
+
 A worker never outlives the run: the parent's pid comes in GRAPHSAFE_PARENT_PID, and the worker exits when
 its parent is gone, by a parent-death signal (Linux prctl PR_SET_PDEATHSIG: the kernel kills it even while
 an op holds the GIL in a C loop) and by a thread that checks the parent every second (every platform). Its
@@ -81,12 +86,16 @@ def main() -> int:
     out = os.fdopen(int(os.environ["GRAPHSAFE_RESULT_FD"]), "w", buffering=1)
     load = json.loads(os.environ["GRAPHSAFE_WORKER_LOAD"])
     from graphsafe.case import REGISTRY, CaseFileError, load_case_source
+    from graphsafe.case_run import add_note, run_case
     from graphsafe.errors import CaseError
-    from graphsafe.protocol import check, validate_definition
+    from graphsafe.process_state import restored
+    from graphsafe.processes import become_subreaper
+    from graphsafe.protocol import validate_definition
     from graphsafe.runner import available_memory
     from graphsafe.suites import load_suites
     from graphsafe.verdicts import CRASH
 
+    become_subreaper()  # an op's orphaned processes stay in view, to be ended (graphsafe.processes)
     digests = load.get("digests", {})
     try:
         changed = _changed_files(digests)
@@ -107,26 +116,33 @@ def main() -> int:
         request = json.loads(line)
         try:
             if request.get("validate"):
-                size = validate_definition(
-                    REGISTRY.get(request["case"]), request["backend"], seed=request["seed"]
-                )
+                case = REGISTRY.get(request["case"])
+                with restored(case) as changes:  # make_inputs runs here too
+                    size = validate_definition(case, request["backend"], seed=request["seed"])
+                if changes:
+                    print(f"graphsafe: {changes.note()} (its definition check)", file=sys.stderr, flush=True)
                 free = available_memory(request["backend"])
                 out.write(
                     json.dumps({"valid": request["case"], "input_bytes": size, "available_bytes": free})
                     + "\n"
                 )
                 continue
-            result = check(
+            ran = run_case(
                 REGISTRY.get(request["case"]),
                 request["backend"],
                 replays=request["replays"],
                 seed=request["seed"],
                 rebuilds=request["rebuilds"],
                 live_graphs=request["live_graphs"],
+                explain=request.get("explain", False),
             )
-            # A device fault leaves the context unusable: say so with the result, so the runner assigns this
-            # worker nothing more, then exit; the runner starts a fresh worker for the remaining cases.
-            retire = result.verdict == CRASH
+            result = ran.result
+            # A device fault leaves the context unusable, and so does process state the case changed beyond
+            # repair (graphsafe.process_state): say so with the result, so the runner assigns this worker
+            # nothing more, then exit; the runner starts a fresh worker for the remaining cases.
+            retire = result.verdict == CRASH or ran.replace_process
+            if ran.replace_process:
+                add_note(result, "this worker is replaced before the next case")
             out.write(json.dumps({"result": dataclasses.asdict(result), "retire": retire}) + "\n")
             if retire:
                 return 3

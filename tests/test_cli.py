@@ -275,12 +275,14 @@ def test_a_worker_ended_by_a_timeout_is_replaced_by_the_spare(
         assert respawns[f"{tag}_hang"] > 0.1, respawns
 
 
-def test_list_and_filter() -> None:
+def test_list_and_filter(tmp_path: Path) -> None:
     proc = harness("list", "-k", "control_")
     assert (
         proc.returncode == 0 and "control_item_in_routing" in proc.stdout and "fixed_log" not in proc.stdout
     )
-    assert harness("verify", "-k", "no_such_case_anywhere").returncode == 2
+    # -k matching nothing: pytest's "no tests ran" (5), with a report that says so
+    nothing = harness("verify", "-k", "no_such_case_anywhere", "--report-dir", str(tmp_path / "run"))
+    assert nothing.returncode == 5, nothing.stderr
 
 
 def test_repro_prints_the_replay_table(tmp_path: Path) -> None:

@@ -53,12 +53,58 @@ def test_module_opening_note_names_its_report(name):
     assert re.search(r"\d{4}-\d{2}-\d{2}", note), f"{name}: the opening note must give the report's date"
 
 
+# The cells each of these modules' table rows must print after the row's label, on either backend: the
+# buggy and the fixed verdict (and, for a measured row, its figures). A module whose variants swapped or
+# whose buggy twin stopped failing prints other cells, even where its conclusion still says REPRODUCED.
+ROW_CELLS = {
+    "dion_108_baked_weight_decay": {
+        "scheduled": ("stale_replay", "pass"),
+        "constant 0.01": ("pass", "pass"),
+    },
+    "lmdeploy_4569_stale_padding_blocks": {"padded decode batch": ("uninitialized", "pass")},
+    "megatron_5697_frozen_sampling_offset": {
+        "sampler": ("stale_replay", "pass"),
+        "by-value seed and offset (captured FlashInfer sampler)": ("8", "1"),
+        "graph-read generator state (#5697's registration)": ("8", "8"),
+    },
+    "pytorch_78549_syncbn_mask_sync": {"SyncBatchNorm forward": ("capture_sync", "pass")},
+}
+
+
+def table_row(stdout: str, label: str) -> list[str]:
+    """The cells of the printed table row whose first cell is `label`."""
+    for line in stdout.splitlines():
+        cells = [c.strip() for c in line.split(" | ")]
+        if len(cells) > 1 and cells[0] == label:
+            return cells
+    raise AssertionError(f"no table row {label!r} in:\n{stdout}")
+
+
+def assert_row_cells(name: str, stdout: str) -> None:
+    for label, cells in ROW_CELLS.get(name, {}).items():
+        assert tuple(table_row(stdout, label)[1 : 1 + len(cells)]) == cells, (name, label, stdout)
+
+
 @pytest.mark.parametrize("name", [m for m in MODULES if m != "issue350"])  # issue350: the test below
 def test_module_reproduces_on_cpu(name):
     proc = harness("repro", name, "--backend", "cpu", "--no-isolate")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "REPRODUCED on cpu" in proc.stdout
     assert re.search(r"^-+\+-", proc.stdout, re.MULTILINE), "no table printed"
+    assert_row_cells(name, proc.stdout)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(ROW_CELLS))
+def test_module_reproduces_on_gpu(name):
+    proc = harness("repro", name, "--backend", "gpu", "--no-isolate", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "REPRODUCED on gpu" in proc.stdout
+    assert_row_cells(name, proc.stdout)
+
+
+def test_every_module_with_row_cells_exists():
+    assert set(ROW_CELLS) <= set(MODULES)
 
 
 def test_issue350_prints_both_of_the_reports_tables():

@@ -194,32 +194,6 @@ def test_make_inputs_that_raises_is_a_definition_error(tmp_path: Path) -> None:
     assert not (out / "results.csv").exists()
 
 
-def test_definition_error_at_run_time_marks_every_report_incomplete(tmp_path: Path) -> None:
-    """A reference that raises is found only when the case runs: the run stops, and the reports say so in
-    their first line and list the cases that never ran (JUnit: an <error> each)."""
-    cases = case_file(
-        tmp_path,
-        """
-        def bad_reference(x):
-            raise RuntimeError("reference broke")
-
-        register(Case(name="t.a", make_inputs=make, op=double))
-        register(Case(name="t.b", make_inputs=make, op=double, reference=bad_reference))
-        register(Case(name="t.c", make_inputs=make, op=double))
-        """,
-    )
-    out = tmp_path / "run"
-    proc = harness(
-        "verify", "--backend", "cpu", "--case", str(cases), "--report-dir", str(out), "--jobs", "1"
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.count("case 't.b': field 'reference'") >= 1
-    assert "field 'definition'" not in proc.stderr
-    assert_incomplete(out, never_ran=["t.b", "t.c"], finished=["t.a"])
-    junit = (out / "junit.xml").read_text()
-    assert 'tests="3"' in junit and 'errors="2"' in junit
-
-
 def test_sigint_mid_run_keeps_rows_and_marks_reports(tmp_path: Path) -> None:
     cases = case_file(
         tmp_path,
@@ -368,7 +342,7 @@ def test_disk_full_keeps_written_rows_and_says_so(
         ["verify", "--backend", "cpu", "--case", str(cases), "--report-dir", str(out), "--no-isolate"]
     )
     err = capsys.readouterr().err
-    assert code == 2
+    assert code == 74  # graphsafe.cli.EXIT_REPORTS_NOT_WRITTEN
     assert "No space left on device" in err and "Traceback" not in err
     df = read_results(out)
     assert set(df["case"]) == {"t.disk0"}
@@ -502,7 +476,7 @@ def test_no_isolate_exits_although_the_op_left_a_thread(tmp_path: Path) -> None:
         timeout=180,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "1 as expected" in proc.stdout
+    assert "graphsafe: 1 passed in " in proc.stdout
     assert (out / "summary.md").exists()
 
 

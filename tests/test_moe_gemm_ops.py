@@ -18,7 +18,9 @@ from graphsafe.kernels.common import quant, routing
 from graphsafe.kernels.moe_gemm import ops as mo
 from graphsafe.kernels.moe_gemm.reference import moe_gemm_reference
 
-MOE_GEMM_SOURCE = pathlib.Path(mo.FAMILY_DIR) / "moe_gemm.hip"
+# The kernels' source: moe_gemm.hip and the headers it includes (its unit parts include moe_gemm.hip).
+FAMILY_DIR = pathlib.Path(mo.FAMILY_DIR)
+MOE_GEMM_SOURCES = sorted([*FAMILY_DIR.glob("*.hip"), *FAMILY_DIR.glob("*.h")])
 REPO_ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # bf16 output: one round-to-nearest-even of an f32 sum, at most half an ulp = 2^-8 of the value; the
@@ -355,12 +357,16 @@ def test_gpu_ring_kernel_takes_the_exact_path_for_e8m0_0_and_255(fmt, block_m):
 
 
 def _hip_constant(name: str) -> int:
-    """The integer value of moe_gemm.hip's `constexpr int` / `int64_t` named `name`."""
-    return int(re.search(rf"constexpr int(?:64_t)? {name} = (\d+);", MOE_GEMM_SOURCE.read_text()).group(1))
+    """The integer value of the kernels' `constexpr int` / `int64_t` named `name`: defined exactly once among
+    moe_gemm.hip and the headers it includes (kernels/moe_gemm/*.hip, *.h)."""
+    pattern = re.compile(rf"constexpr int(?:64_t)? {name} = (\d+);")
+    found = [m.group(1) for path in MOE_GEMM_SOURCES for m in pattern.finditer(path.read_text())]
+    assert len(found) == 1, f"{name}: {len(found)} definitions in {[p.name for p in MOE_GEMM_SOURCES]}"
+    return int(found[0])
 
 
 def _fast_form_window(fmt: str) -> tuple[int, int]:
-    """kWqTop* and kWqWindow* of the wgmma kernel's fast form for fmt's element type (read from moe_gemm.hip)."""
+    """kWqTop* and kWqWindow* of the wgmma kernel's fast form for fmt's element type (moe_gemm.wgmma_q.h)."""
     kind = "E2m1" if fmt == "mxfp4" else "E4m3"
     return _hip_constant(f"kWqTop{kind}"), _hip_constant(f"kWqWindow{kind}")
 
@@ -381,7 +387,7 @@ def _element_values(fmt: str) -> torch.Tensor:
 @pytest.mark.parametrize("fmt", ["mxfp8", "mxfp4"])
 def test_fast_form_window_keeps_every_weight_exact_in_f16(fmt):
     """The quantized wgmma kernel's fast form turns each weight into w 2^d in f16, d = e - c from top - window
-    to top (read from moe_gemm.hip), and its exactness rests on every such product being an f16 value:
+    to top (read from the source), and its exactness rests on every such product being an f16 value:
     checked for every value of the element type (e4m3: 255 non-NaN; e2m1: 16) and every d against f64. The
     kernel forms the multiplier's bits as (d + bias + 15) << 10 (bias 0 for e4m3, which decodes to its value;
     14 for e2m1, decoded to value * 2^-14), which must name a normal f16 (exponent field 1..30). Controls: one

@@ -11,6 +11,7 @@ serves the old module (the key misses it), a broken part's error names another c
 from __future__ import annotations
 
 import pathlib
+import re
 import shutil
 import stat
 import subprocess
@@ -233,3 +234,47 @@ def test_a_part_that_includes_the_main_source_takes_its_share(family: pathlib.Pa
         name for name, words in _commands(family.parent / "_build").items() if "-DGS_SPLIT_UNITS" in words
     }
     assert flagged == {"tiny.hip"}
+
+
+def _unkeyed_includes(family: pathlib.Path) -> list[str]:
+    """Files the family's units include with quotes, transitively, that a module build's cache key does not read:
+    the key hashes the headers of the include folders (harness/native/build.py, "Cache key"; kernels/common and
+    the family folder) and, through native.py's define, every source file of the family folder."""
+    keyed = set(build._headers([native.COMMON_DIR, family.resolve()]))
+    keyed |= {p.resolve() for p in family.iterdir() if p.suffix in native.SOURCE_SUFFIXES}
+    todo = [p.resolve() for p in family.iterdir() if p.suffix in (".hip", ".cpp")]
+    seen: set[pathlib.Path] = set()
+    unkeyed = []
+    while todo:
+        path = todo.pop()
+        for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', path.read_text(), re.M):
+            places = (path.parent, family.resolve(), native.COMMON_DIR)
+            found = next((d / name for d in places if (d / name).is_file()), None)
+            if found is None or found.resolve() not in keyed:
+                unkeyed.append(f"{path.name}: {name}")
+            elif found.resolve() not in seen:
+                seen.add(found.resolve())
+                todo.append(found.resolve())
+    return sorted(unkeyed)
+
+
+NATIVE_FAMILIES = sorted(
+    p.name for p in (REPO / "kernels").iterdir() if p.is_dir() and any([*p.glob("*.hip"), *p.glob("*.cpp")])
+)
+
+
+@pytest.mark.parametrize("name", NATIVE_FAMILIES)
+def test_every_file_a_family_includes_is_in_its_build_key(name: str) -> None:
+    """moe_gemm's kernels live in headers its units include (moe_gemm.hip's file note): an edit of any of them
+    must build the module anew, as an edit of every family's included files must."""
+    assert "moe_gemm" in NATIVE_FAMILIES
+    assert _unkeyed_includes(REPO / "kernels" / name) == []
+
+
+def test_an_include_outside_the_key_is_reported(family: pathlib.Path) -> None:
+    """Control: a part kept in a .inc file (no header suffix the key reads) and a missing file are reported; a
+    header beside the sources is not."""
+    (family / "tiny.hip").write_text(MAIN + '#include "tiny.kernels.h"\n')
+    (family / "tiny.kernels.h").write_text('#include "tiny.kernels.inc"\n#include "tiny.absent.h"\n')
+    (family / "tiny.kernels.inc").write_text("")
+    assert _unkeyed_includes(family) == ["tiny.kernels.h: tiny.absent.h", "tiny.kernels.h: tiny.kernels.inc"]

@@ -16,7 +16,14 @@ import torch
 from graphsafe import Case, check
 from graphsafe.records import Result
 from graphsafe.reports import results as results_module
-from graphsafe.reports.results import ResultsWriter, check_written, disagreements, read_results
+from graphsafe.reports.atomic import ReportWriteError
+from graphsafe.reports.results import (
+    ResultsWriter,
+    check_written,
+    disagreements,
+    read_results,
+    writer_self_check,
+)
 
 
 def _make(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
@@ -144,3 +151,9 @@ def test_the_writer_self_check_fails_a_writer_that_writes_the_expected_verdict(
         "'FAIL' computed"
     ]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_self_check_that_cannot_write_is_an_io_fault_not_a_disagreement(tmp_path: Path) -> None:
+    """A full disk or a vanished folder is the environment's fault: ReportWriteError (exit 74), naming the path."""
+    with pytest.raises(ReportWriteError, match=r"could not write .*missing"):
+        writer_self_check(tmp_path / "missing")

@@ -73,8 +73,8 @@ def test_empty_expert_control_is_found_and_shrunk_to_one_token_two_experts(backe
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_aligned_tail_control_is_found_and_shrunk_to_t33_h8(backend: str) -> None:
-    """The bug is on the path taken only when H % 8 == 0: found by the sweep's lines at aligned values (with
-    lines at H = 1 alone it was found 0 times in 10, reports/performance.md)."""
+    """The bug is on the path taken only when H % 8 == 0: found by the sweep's lines at aligned values (lines at
+    H = 1 alone missed it; its detection rate: reports/performance.md, "shape-search power")."""
     result = _search(_case("shape_search.aligned_tail.buggy"), backend)
     assert result.verdict == "uninitialized" and result.ok, result.detail
     assert "smallest failing sizes T=33,H=8 " in result.detail

@@ -59,6 +59,12 @@ class CapturedGraph(abc.ABC):
         """
         return None
 
+    def launch_nodes(self) -> list[dict[str, Any]] | None:
+        """What each node launches, for the launch diff (harness/launch_diff.py): dicts as
+        graphsafe.native.graph_launch_nodes returns them. None where the backend has no such list (the cpu
+        backend's record is read from CpuGraph.nodes instead)."""
+        return None
+
     def release(self, *, reclaim_now: bool = True) -> None:  # noqa: B027 - optional hook, nothing to free by default
         """Free the graph and its private memory pool. `reclaim_now=False`: the memory may wait for the end of
         the poisoned scope, which frees it anyway (a GPU then synchronizes once for both)."""

@@ -65,7 +65,7 @@ import torch
 
 from graphsafe.backends.base import CapturedGraph, GraphBackend, flatten_tensors
 from graphsafe.errors import CaptureError, CaptureSyncError, FallbackEager
-from graphsafe.native import gpu_library, graph_node_kinds
+from graphsafe.native import gpu_library, graph_launch_nodes, graph_node_kinds
 from graphsafe.poison import deterministic_fill, fill_op_factories
 
 # Runtime and torch messages that mean "a host sync or data-dependent shape under capture". Sources:
@@ -366,6 +366,13 @@ class GpuCapturedGraph(CapturedGraph):
             self._kinds = graph_node_kinds(self._graph.raw_cuda_graph())
         return self._kinds
 
+    def launch_nodes(self) -> list[dict[str, Any]] | None:
+        """Each node's launch (graphsafe.native.graph_launch_nodes), read from the kept cudaGraph_t as
+        node_kinds is; None where this torch cannot keep the graph."""
+        if not self._inspectable or self._graph is None:
+            return None
+        return graph_launch_nodes(self._graph.raw_cuda_graph())
+
     def release(self, *, reclaim_now: bool = True) -> None:
         graph, pool = self._graph, self._pool
         if graph is None and pool is None:
@@ -465,8 +472,8 @@ class GpuBackend(GraphBackend):
     # The eager pool's context is what torch.cuda.use_mem_pool does on entry and exit (torch/cuda/memory.py:
     # beginAllocateCurrentThreadToPool; endAllocateToPool and releasePool), made as the three C calls it wraps:
     # a check opens and closes it 11 times (around captures and kept allocations), and the generator-based
-    # context manager with its device lookup took 24 us a pair on the H200 (_open_eager + _close_eager
-    # 0.27 ms a check, 0.07 ms as the C calls: reports/performance.md).
+    # context manager with its device lookup cost several times the C calls (their time per check:
+    # reports/performance.md, `check_profile`).
     def _open_eager(self) -> None:
         if self._eager_pool is None or self._eager_ctx is not None:
             return
@@ -666,8 +673,8 @@ class GpuBackend(GraphBackend):
         timed on the device without a synchronization of their own each. Events are reused once read."""
         event = self._spare_events.pop() if self._spare_events else torch.cuda.Event(enable_timing=True)
         # The current stream from its C accessor, and its Stream object made once per stream: resolving the
-        # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's 11 us on
-        # the H200 (24 marks per check; reports/performance.md).
+        # device in torch.cuda.current_stream() and building a Stream in Python took most of a mark's time
+        # (24 marks per check; reports/performance.md, `check_profile`).
         stream_id, device_index, device_type = torch._C._cuda_getCurrentStream(self.device.index)
         stream = self._streams.get(stream_id)
         if stream is None:

@@ -8,6 +8,10 @@
   Both are one shared library, ``gpu_library()``: one compile on a cold cache instead of two.
 - ``scan_host.cpp``: the same clean pass on the CPU, ``host_library()`` (g++).
 - ``graph_nodes.hip`` / ``graph_node_kinds``: node kinds of a captured graph.
+- ``launch_nodes.hip`` / ``graph_launch_nodes``: what each node of a captured graph launches (kernel, grid,
+  block, shared memory, argument bytes and the pointers among them), for the launch diff
+  (harness/launch_diff.py); built on first use, which only an explained or failing case reaches.
+- ``graph_node_type.h``: a node's kind by name, shared by the two.
 - ``gpu_runtime.h``: the HIP API subset these sources use, mapped onto CUDA for nvcc.
 """
 
@@ -25,6 +29,7 @@ POISON_ALLOCATOR_SOURCE = NATIVE_DIR / "poison_alloc.hip"
 SCAN_SOURCE = NATIVE_DIR / "scan.hip"
 SCAN_HOST_SOURCE = NATIVE_DIR / "scan_host.cpp"
 GRAPH_NODES_SOURCE = NATIVE_DIR / "graph_nodes.hip"
+LAUNCH_NODES_SOURCE = NATIVE_DIR / "launch_nodes.hip"
 GPU_LIBRARY_SOURCES = (POISON_ALLOCATOR_SOURCE, SCAN_SOURCE)
 
 _LIBRARIES: dict[str, dict[str, Any]] = {}  # name -> {"path", "lib"} or {"error"}: decided once per process
@@ -121,14 +126,32 @@ def graph_node_kinds(raw_graph: int) -> dict[str, int]:
     return dict(_graph_nodes_module().node_kinds(int(raw_graph)))
 
 
+@functools.cache
+def _launch_nodes_module() -> types.ModuleType:
+    from graphsafe.native.build import build_extension
+
+    return build_extension("graphsafe_launch_nodes", [LAUNCH_NODES_SOURCE])
+
+
+def graph_launch_nodes(raw_graph: int) -> list[dict[str, Any]]:
+    """Each node of a cudaGraph_t / hipGraph_t handle as a dict, in the order the graph API lists them:
+    {"kind"} for every node, and for kernel nodes the kernel's name and handle, grid, block, dynamic shared
+    memory, parameter layout (None where the runtime gives none), argument bytes, the pointers among them
+    with the allocation each lies in, and "error" (what could not be read; launch_nodes.hip says more).
+    The handle is the same as for graph_node_kinds."""
+    return list(_launch_nodes_module().launch_nodes(int(raw_graph)))
+
+
 __all__ = [
     "GPU_LIBRARY_SOURCES",
     "GRAPH_NODES_SOURCE",
+    "LAUNCH_NODES_SOURCE",
     "NATIVE_DIR",
     "POISON_ALLOCATOR_SOURCE",
     "SCAN_HOST_SOURCE",
     "SCAN_SOURCE",
     "gpu_library",
+    "graph_launch_nodes",
     "graph_node_kinds",
     "host_library",
 ]

@@ -4,24 +4,24 @@ Role: the one build path for graphsafe's native code: the harness's own pieces (
 graph node inspection) and any kernel library that builds on it. It turns ``.hip``, ``.cu`` and ``.cpp``
 sources into importable pybind11 modules (``build_extension``) or plain shared libraries for ctypes and
 ``CUDAPluggableAllocator`` (``build_shared_library``) with nvcc, hipcc or g++. No torch headers are involved:
-a torch C++ extension takes about 60 s for one tiny file, these builds take seconds.
+a torch C++ extension takes many times as long for one tiny file.
 
 Cold build times per op family (reports/performance.md, `bench/build_times.py`): on the H200 host (16 cores,
 nvcc 13.0 for sm_90a, g++ 13.3) 6.4-11.2 s per family and 12.8 s for all seven builds at once; the longest
 unit is moe_gemm's and moe_combine's dispatcher unit (`<stem>.torch.cpp`), the pybind11 unit elsewhere. On
-the busy 2-core test box moe_gemm's nvcc build takes about 20 s (its units contend for two cores). Every warm
-call is under 1.5 ms, since it only hashes sources and headers (the compiler's ``--version`` is asked once per
-process). tests/test_build.py prints the figures for a tiny module.
+the busy 2-core test box moe_gemm's nvcc build takes about 20 s (its units contend for two cores). A warm call
+only hashes sources and headers (the compiler's ``--version`` is asked once per process): under 1.5 ms for a
+tiny module, whose cold and warm figures tests/test_build.py prints (reports/performance.md).
 
 Sources: each source is one translation unit, compiled to an object by its own compiler process, all at once,
 then linked into the module by the backend's compiler. ``.hip`` and ``.cu`` sources go to nvcc or hipcc; ``.cpp``
 sources, and every source on the cpu backend, to g++ as host C++. A family's pybind11 layer as a ``.cpp`` so
 compiles beside its kernels instead of after them, and without nvcc's device pass and cudafe++ over pybind11's
-headers; kernels split over several ``.hip`` files compile in parallel. Measured on moe_combine (2 cores,
-nvcc 13.0 sm_90, g++ 12.2, pybind11 3.1): the whole .hip with its pybind11 layer 21.5 s, the kernels alone 5.2 s,
-a source that only includes pybind11.h 7-9 s of g++ at -O2, because pybind11 3 emits its dispatcher and
-internals in every translation unit that includes it (112 KB of code). A precompiled pybind11.h (123 MB,
-6.5 s to build) took a module's binding compile from 9.5 s to 6.9 s: no gain on a cold cache, so not used.
+headers; kernels split over several ``.hip`` files compile in parallel. On moe_combine the whole .hip with its
+pybind11 layer took several times as long as the kernels alone, and a source that only includes pybind11.h is a
+long unit by itself, because pybind11 3 emits its dispatcher and internals in every translation unit that
+includes it (112 KB of code). A precompiled pybind11.h cost more to build than it saved a module's binding
+compile: no gain on a cold cache, so not used.
 
 Cache key: the sources, every header (``.h``, ``.hpp``, ``.cuh``) under the given include directories and the
 sources' own directories (a quoted ``#include`` finds headers there), the compiler path and ``--version``,
@@ -31,6 +31,9 @@ anew; nothing is ever rebuilt in place.
 Cache location (``cache_dir()``): ``$GRAPHSAFE_CACHE_DIR`` if set, else ``$XDG_CACHE_HOME/graphsafe/build``,
 else ``~/.cache/graphsafe/build``. A user cache, never the package directory: an installed package may sit in
 a read-only site-packages, and one cache serves every checkout and install of the same sources.
+
+Integrity: each library's sha256 is recorded beside it when it is built and checked before it is first loaded
+in a process; an entry that fails the check (a truncated or overwritten .so) is discarded and built again.
 
 Concurrency: parallel builds (pytest-xdist workers, one worker per GPU) each compile in a private temporary
 directory and ``os.rename`` it into place. Renaming a directory is atomic on one filesystem and fails when the
@@ -224,7 +227,7 @@ def _compile_flags(
         # --fmad=false: no FMA contraction in device code; -ffp-contract=off for host code.
         # -split-compile=0: cicc and ptxas optimize the kernels on as many threads as there are CPUs ("minimal
         # (if any) impact on performance of the compiled binary", nvcc 13.0 --help). moe_gemm's kernels
-        # alone on 2 busy cores: 56.0 s -> 36.7 s wall for the same 31 s of compiler CPU.
+        # alone on 2 busy cores took much less wall time for the same compiler CPU.
         return [
             *common,
             "-x",
@@ -368,12 +371,15 @@ def _build(
     root = cache_dir()
     final_dir = root / f"{name}-{key}"
     output = final_dir / _output_name(name, pybind)
-    if output.is_file():
+    if output.is_file() and _intact(output):
         return output
+    if final_dir.exists():  # cut short or changed since it was built: loading it could crash (SIGBUS)
+        _discard(final_dir)
     root.mkdir(parents=True, exist_ok=True)
     tmp_dir = pathlib.Path(tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=root))
     try:
         _compile_and_link(name, backend, arch, compiler, steps, link_flags, tmp_dir / output.name, env)
+        _record_digest(tmp_dir / output.name)
         try:
             os.rename(tmp_dir, final_dir)
         except OSError:
@@ -383,6 +389,52 @@ def _build(
         if tmp_dir.exists():
             shutil.rmtree(tmp_dir, ignore_errors=True)
     return output
+
+
+# Beside each built library: the sha256 of its bytes, written before the build's folder is renamed into place.
+# A library is loaded only when its bytes still have that digest: a truncated .so (a full disk, a copy cut
+# short) made dlopen die with SIGBUS, which a run reported as the case's own make_inputs dying.
+DIGEST_SUFFIX = ".sha256"
+# Libraries found intact in this process, by path, with the (inode, size, mtime) they had: each is hashed once
+# per process (a few ms for the largest, moe_gemm's), and again only when its file changes.
+_VERIFIED: dict[pathlib.Path, tuple[int, int, int]] = {}
+
+
+def _file_digest(path: pathlib.Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _record_digest(library: pathlib.Path) -> None:
+    library.with_name(library.name + DIGEST_SUFFIX).write_text(_file_digest(library) + "\n")
+
+
+def _intact(library: pathlib.Path) -> bool:
+    """Whether the cached `library` has the digest recorded when it was built (an entry without one, from
+    before digests were recorded, counts as not intact and is built again once)."""
+    try:
+        stat = library.stat()
+        identity = (stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if _VERIFIED.get(library) == identity:
+            return True
+        recorded = library.with_name(library.name + DIGEST_SUFFIX).read_text().strip()
+        intact = recorded == _file_digest(library)
+    except OSError:
+        return False
+    if intact:
+        _VERIFIED[library] = identity
+    return intact
+
+
+def _discard(entry: pathlib.Path) -> None:
+    """Move a bad cache entry aside (one rename: a process that races to rebuild it finds no half-deleted
+    folder), then delete it."""
+    aside = entry.with_name(f".bad-{entry.name}-{os.getpid()}-{threading.get_ident()}")
+    try:
+        os.rename(entry, aside)
+    except OSError:
+        return  # another process moved it first, or the cache is read-only: the rebuild below says which
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _compile_and_link(
@@ -423,7 +475,7 @@ def _compile_and_link(
 
 # ------------------------------------------------------------------------------------- planned builds
 # Kernel libraries build on first use, inside the first case that calls them: one case then waits for every
-# compiler in turn (a cold CPU suite sat 35 s in its first case), and a run with several families compiles
+# compiler in turn (a cold CPU suite's first case waited for all), and a run with several families compiles
 # them one after another. A library declares its builds at import (`plan`); before the first case the runner
 # runs the ones the selected cases can reach (`planned`) at once in a thread pool (`prebuild`): each compiler
 # is its own process, so the threads overlap them and a cold run waits for the slowest family, not the sum.

@@ -14,8 +14,7 @@
 //
 // NOTE on reuse: the gpu backend makes fresh pools for every scope and capture (four per check of a small
 // op) and destroys them after, so without a cache every check paid hipMalloc and hipFree (an implicit device
-// synchronization) for each: 0.066 ms for a pool's first allocation and 0.034 ms for its destruction on the
-// H200 (reports/performance.md). Freed segments are kept here, up to
+// synchronization) for each. Freed segments are kept here, up to
 // kCacheBytes per process, and handed out again for a request of the same size and device. A reused segment
 // is filled with the current pattern exactly like a fresh one, so what an op sees is the same. free()
 // synchronizes the device first, as hipFree does implicitly: torch releases a segment assuming nothing still

@@ -7,9 +7,8 @@
 // says whether any byte differs (the bit-exact comparison). harness/scan.py decides what the numbers mean
 // (its module note says why the clean pass is exact) and runs torch's exact pass when the flag is set.
 //
-// Why native: the same clean pass written with torch ops is about eight launches and one host read; on the
-// H200 a 4096-float comparison cost 0.2 ms and a 64 MiB one read at 0.17 of the device's copy bandwidth
-// (reports/performance.md). Here: a batch of comparisons is one
+// Why native: the same clean pass written with torch ops is about eight launches and one host read, several
+// times this call's time for small and large comparisons. Here: a batch of comparisons is one
 // kernel launch per 32 comparisons, each comparison's last block writes its result into mapped host memory,
 // and one stream synchronization reads the whole batch; `graphsafe_scan_run` does all of it in one call, so
 // the Python side packs the batch once and makes one foreign call. On the H200 (bench/scan_variants.py,

@@ -14,9 +14,14 @@
 Cases only in the new run are listed; they regress only if they fail.
 
 What is read is checked first (RunReadError, exit 2): each file must have the columns REQUIRED_COLUMNS with
-known verdicts, a fingerprint.json that exists must parse, and the two sides must be of one platform (a CPU
-run against an H200 baseline says nothing about regressions) unless --allow-platform-mismatch. A run that
-stopped early is compared (its missing cases count) and the output says it was incomplete.
+known verdicts and numbers where numbers belong (a bad cell is named by column and line), a fingerprint.json
+that exists must parse, and the two sides must be of one platform (a CPU run against an H200 baseline says
+nothing about regressions) unless --allow-platform-mismatch. The platform is the run's fingerprint.json
+(next to its results.csv), never a file name; a bare CSV (a baseline) is known only by its rows' backend
+column, so two bare GPU files are compared with a note that their GPU models could not be checked, and a
+file with no rows has no platform to differ in. `report nightly` knows its baseline's platform: it picked
+the file by it. A run that stopped early is compared (its missing cases count) and the output says it was
+incomplete.
 
 Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
 backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
@@ -26,6 +31,7 @@ calls); `graphsafe report baseline RUN_DIR` makes that run the baseline.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -39,10 +45,13 @@ import pandas as pd
 
 from graphsafe.reports import fingerprint as fingerprint_mod
 from graphsafe.reports.results import (
+    FLOAT_COLUMNS,
     NOTES_KEY,
     STATUS_KEY,
     completeness_sentence,
+    first_line_where,
     normalize,
+    parse_float,
     read_raw,
     results_csv,
 )
@@ -73,8 +82,9 @@ class RunRead:
 
     path: Path
     cases: dict[str, CaseSummary]
-    platform: str  # platform_slug, "" when nothing tells it
+    platform: str  # platform_slug from the run's fingerprint.json, "" without one
     notes: list[str]
+    backend: str = ""  # "cpu" or "gpu": the fingerprint's, else the rows' when they all agree; "" unknown
 
 
 def read_run(path: Path | str) -> RunRead:
@@ -94,9 +104,8 @@ def read_run(path: Path | str) -> RunRead:
             f"{csv_path}: not a graphsafe results file: missing columns {', '.join(missing)} "
             f"(required: {', '.join(REQUIRED_COLUMNS)})"
         )
-    unknown = sorted({v for v in raw["verdict"] if v and v not in VERDICTS})
-    if unknown:
-        raise RunReadError(f"{csv_path}: unknown verdicts {', '.join(map(repr, unknown[:5]))}")
+    _check_verdicts(csv_path, raw)
+    _check_numbers(csv_path, raw)
     try:
         df = normalize(raw)
     except ValueError as exc:
@@ -105,7 +114,42 @@ def read_run(path: Path | str) -> RunRead:
     sentence = completeness_sentence(status)
     if sentence:
         notes = [*notes, f"{csv_path}: {sentence}"]
-    return RunRead(csv_path, {x.case: x for x in case_summaries(df)}, _platform_of(csv_path, df), notes)
+    platform, backend = _platform_of(csv_path, df)
+    return RunRead(csv_path, {x.case: x for x in case_summaries(df)}, platform, notes, backend)
+
+
+def _check_verdicts(csv_path: Path, raw: pd.DataFrame) -> None:
+    """RunReadError naming the column, the line and the value of the first verdict or expectation that is
+    not a graphsafe verdict (graphsafe.verdicts.VERDICTS)."""
+    for column in ("verdict", "expected"):
+        unknown = sorted({v for v in raw[column] if v and v not in VERDICTS})
+        if not unknown:
+            continue
+        line = first_line_where(
+            csv_path, lambda r, h, c=column, v=unknown[0]: len(r) == len(h) and r[h.index(c)] == v
+        )
+        more = f" (and {', '.join(map(repr, unknown[1:5]))})" if unknown[1:] else ""
+        raise RunReadError(
+            f"{csv_path}: column {column}, line {line if line is not None else '?'}: unknown verdict "
+            f"{unknown[0]!r}{more}; known: {', '.join(VERDICTS)}"
+        )
+
+
+def _check_numbers(csv_path: Path, raw: pd.DataFrame) -> None:
+    """RunReadError naming the column, the line and the text of the first cell of a number column that is
+    not a number (parse_float's reading: "" not applicable, nan/inf found, else a float)."""
+    for column in (c for c in FLOAT_COLUMNS if c in raw.columns):
+        for value in raw[column]:
+            try:
+                parse_float(value)
+            except ValueError:
+                line = first_line_where(
+                    csv_path, lambda r, h, c=column, v=value: len(r) == len(h) and r[h.index(c)] == v
+                )
+                raise RunReadError(
+                    f"{csv_path}: column {column}, line {line if line is not None else '?'}: {value!r} is not "
+                    "a number (an error or a time; empty means not applicable)"
+                ) from None
 
 
 def read_fingerprint(run_dir: Path | str) -> dict[str, str]:
@@ -126,14 +170,37 @@ def read_fingerprint(run_dir: Path | str) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-def _platform_of(csv_path: Path, df: pd.DataFrame) -> str:
-    """The fingerprint next to the file, else a baseline's name (<platform>.csv), else "cpu" for CPU rows."""
-    if (csv_path.parent / "fingerprint.json").is_file():
-        return platform_slug(read_fingerprint(csv_path.parent))
-    if csv_path.name != "results.csv":
-        return csv_path.stem
+def _platform_of(csv_path: Path, df: pd.DataFrame) -> tuple[str, str]:
+    """(platform, backend): the fingerprint next to a run's results.csv gives both; a bare CSV only a backend,
+    when its rows agree on one. Never the file's name: a header-only `cpu.csv` is of no known platform."""
+    fingerprint_there = csv_path.name == "results.csv" and (csv_path.parent / "fingerprint.json").is_file()
+    if fingerprint_there:
+        fp = read_fingerprint(csv_path.parent)
+        slug = platform_slug(fp)
+        return slug, "cpu" if slug == "cpu" else "gpu"
     backends = {b for b in df["backend"] if b}
-    return "cpu" if backends == {"cpu"} else ""
+    return "", backends.pop() if len(backends) == 1 else ""
+
+
+def platform_mismatch(old: RunRead, new: RunRead) -> tuple[str, list[str]]:
+    """(why the two runs are of different platforms or "", notes on what could not be checked)."""
+    if old.platform and new.platform:
+        if old.platform != new.platform:
+            return f"platforms differ: {old.path} is {old.platform}, {new.path} is {new.platform}", []
+        return "", []
+    if old.backend and new.backend and old.backend != new.backend:
+        return f"platforms differ: {old.path} is {old.backend}, {new.path} is {new.backend}", []
+    notes = []
+    for run in (old, new):
+        if not run.platform and run.backend != "cpu":
+            known = (
+                f"its rows say backend {run.backend}" if run.backend else "it has no rows that name a backend"
+            )
+            notes.append(
+                f"{run.path}: no fingerprint.json next to it, {known}: its platform (GPU model) was not "
+                "checked against the other run's"
+            )
+    return "", notes
 
 
 # ---------------------------------------------------------------------------------------------- records
@@ -266,19 +333,21 @@ def main_compare(
     new: Path | str,
     allow_platform_mismatch: bool = False,
     out: Callable[[str], None] = print,
+    old_platform: str = "",
 ) -> int:
     """Print the comparison; 1 on regression, 0 otherwise, 2 when a run cannot be read or the platforms
-    differ (unless allowed: then the output says they differ)."""
+    differ (unless allowed: then the output says they differ). `old_platform`: OLD's platform where the
+    caller knows it otherwise (nightly picked the baseline file by it)."""
     try:
         old_run, new_run = read_run(old), read_run(new)
     except RunReadError as exc:
         print(f"graphsafe report compare: {exc}", file=sys.stderr)
         return 2
-    notes = old_run.notes + new_run.notes
-    if old_run.platform and new_run.platform and old_run.platform != new_run.platform:
-        mismatch = (
-            f"platforms differ: {old_run.path} is {old_run.platform}, {new_run.path} is {new_run.platform}"
-        )
+    if old_platform:
+        old_run = dataclasses.replace(old_run, platform=old_platform)
+    mismatch, platform_notes = platform_mismatch(old_run, new_run)
+    notes = old_run.notes + new_run.notes + platform_notes
+    if mismatch:
         if not allow_platform_mismatch:
             print(
                 f"graphsafe report compare: {mismatch}; verdicts and errors are not comparable across "
@@ -345,7 +414,16 @@ def main_nightly(
             file=sys.stderr,
         )
         return 1
-    return main_compare(path, run_dir, allow_platform_mismatch=allow_platform_mismatch, out=out)
+    picked = (
+        baseline is None or Path(baseline).is_dir()
+    )  # chosen by the run's platform, not named by the user
+    return main_compare(
+        path,
+        run_dir,
+        allow_platform_mismatch=allow_platform_mismatch,
+        out=out,
+        old_platform=platform_slug(fp) if picked else "",
+    )
 
 
 def update(run_dir: Path | str, root: Path | None = None) -> Path:

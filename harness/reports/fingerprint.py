@@ -31,6 +31,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from graphsafe.reports.atomic import write_atomic
+
 NA = "n/a"
 NOT_FOUND = "not found"
 
@@ -346,11 +348,47 @@ def case_file_paths(case_sources: Sequence[str]) -> list[Path]:
 
 
 def case_files_digest(case_sources: Sequence[str]) -> str:
-    """ "my_cases.py sha256:0123456789abcdef; ..." (first 16 hex digits of each file's bytes); "none" without."""
-    parts = [
-        f"{p} sha256:{hashlib.sha256(p.read_bytes()).hexdigest()[:16]}" for p in case_file_paths(case_sources)
-    ]
+    """ "my_cases.py sha256:0123456789abcdef; ..." (first 16 hex digits of each file's bytes); "none" without.
+
+    The bytes as this process loaded them (graphsafe.case.loaded_file_digests), so a case file edited while
+    the run goes is recorded as the version that ran; a file not loaded here is hashed as it is now."""
+    from graphsafe.case import loaded_file_digests
+
+    loaded = loaded_file_digests()
+    parts = []
+    for path in case_file_paths(case_sources):
+        digest = loaded.get(str(path.resolve())) or hashlib.sha256(path.read_bytes()).hexdigest()
+        parts.append(f"{path} sha256:{digest[:16]}")
     return "; ".join(parts) if parts else "none"
+
+
+def case_file_digest_list(case_files: str) -> list[tuple[str, str]]:
+    """A fingerprint's case_files value as (file name, digest) pairs, sorted: what two runs must share to
+    have run the same case files, wherever each machine keeps them."""
+    pairs = []
+    for part in case_files.split("; "):
+        path, _, digest = part.rpartition(" sha256:")
+        if path:
+            pairs.append((Path(path).name, digest))
+    return sorted(pairs)
+
+
+# What a run was asked to do, besides its environment: the graphsafe version and the run options that change
+# what a case checks. `report merge` refuses shards that differ in any of them (graphsafe.reports.merge).
+RUN_SETTING_KEYS: tuple[str, ...] = ("graphsafe_version", "seed", "replays", "rebuilds", "live_graphs")
+
+
+def run_settings(seed: int, replays: int, rebuilds: int, live_graphs: int) -> dict[str, str]:
+    """The RUN_SETTING_KEYS of one run, as fingerprint strings (the CLI adds them after KEYS)."""
+    import graphsafe
+
+    return {
+        "graphsafe_version": str(graphsafe.__version__),
+        "seed": str(seed),
+        "replays": str(replays),
+        "rebuilds": str(rebuilds),
+        "live_graphs": str(live_graphs),
+    }
 
 
 def imported_top_level(path: Path) -> list[str]:
@@ -434,7 +472,7 @@ def write(run_dir: Path | str, fp: dict[str, str]) -> Path:
     path = Path(run_dir) / "fingerprint.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     ordered = {key: fp[key] for key in KEYS if key in fp} | {k: v for k, v in fp.items() if k not in KEYS}
-    path.write_text(json.dumps(ordered, indent=2) + "\n")
+    write_atomic(path, json.dumps(ordered, indent=2) + "\n")
     return path
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.results import NOTES_KEY, STATUS_KEY, completeness_sentence, read_results
 from graphsafe.reports.tables import (
     CaseSummary,
@@ -338,6 +339,8 @@ def failure_html(section: FailureSection, plot: str = "") -> str:
         f'<h4 id="failure-{_e(s.case)}"><code>{_e(s.case)}</code>: verdict <span class="FAIL">{_e(s.verdict)}'
         f"</span>, expected {_e(s.expected)}</h4>"
         f"<p>Reproduce: <code>{_e(section.repro)}</code></p>"
+        # The finding's lines as the terminal prints them, wrapped to the page's width.
+        + (f'<pre style="white-space: pre-wrap">{_e(chr(10).join(section.finding))}</pre>' if section.finding else "")
         + (f"<ul>{details}</ul>" if details else "")
         + table_html(section.table)
         + (f"<figure>{plot}</figure>" if plot else "")
@@ -512,5 +515,5 @@ def write_html(
     rows = read_results(run_dir) if results is None else results
     page = render_html(rows, fingerprint_mod.read(run_dir) if fingerprint is None else fingerprint, model)
     path = run_dir / "report.html"
-    path.write_text(page, encoding="utf-8")
+    write_atomic(path, page)
     return path

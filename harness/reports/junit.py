@@ -26,6 +26,7 @@ import pandas as pd
 
 from graphsafe import verdicts as V
 from graphsafe.records import Result
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.results import COLUMNS, cell_text, completeness_sentence, normalize
 from graphsafe.reports.tables import (
     CaseSummary,
@@ -36,8 +37,9 @@ from graphsafe.reports.tables import (
     run_model,
 )
 
-# Verdicts that say nothing about the op's graph safety: the harness could not finish the check.
-ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT})
+# Verdicts that say nothing about the op's graph safety: the harness could not finish the check, or the case's
+# own code (reference, make_inputs) failed.
+ERROR_VERDICTS = frozenset({V.CRASH, V.TIMEOUT, V.BROKEN_CASE})
 HARNESS_ERROR = "harness error"  # detail prefix the runner uses for a failure of the harness itself
 
 
@@ -77,6 +79,7 @@ def _body(summary: CaseSummary, rows: pd.DataFrame, sources: list[str]) -> str:
         f"verdict {summary.verdict}, expected {summary.expected} ({summary.family}, {summary.backend})",
         f"max eager error {format_error(summary.max_eager_error)}, max graph error "
         f"{format_error(summary.max_graph_error)}, threshold {format_error(summary.threshold)}",
+        *section.finding,  # what to fix, as the terminal prints it (graphsafe.findings)
         *(f"detail: {d}" for d in summary.details),
         *([f"limits: {summary.limits}"] if summary.limits else []),
         f"reproduce: {section.repro}",
@@ -173,4 +176,4 @@ def write_junit(
     then says so and every case that never ran is a testcase with an <error> naming why, so a CI that reads
     only junit.xml cannot count the run as green."""
     frame = results_frame(results) if isinstance(results, list) else results
-    Path(path).write_text(render_junit(frame, fingerprint, suite, status, model), encoding="utf-8")
+    write_atomic(Path(path), render_junit(frame, fingerprint, suite, status, model))

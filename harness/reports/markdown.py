@@ -1,7 +1,8 @@
 """summary.md: a run's table model (graphsafe.reports.tables) as Markdown ready to paste into an issue.
 
-Failures come first, grouped by family, each with the command that reproduces it and its replay table; then
-the passing cases, one compact table per family.
+Failures come first, grouped by family, each with the command that reproduces it, its finding (the lines
+`graphsafe verify` and the pytest failure print: graphsafe.findings) and its replay table; then the passing
+cases, one compact table per family.
 """
 
 from __future__ import annotations
@@ -50,8 +51,10 @@ def failure_lines(section: FailureSection) -> list[str]:
         "",
         f"Reproduce: `{section.repro}`",
         "",
-        *table_lines(section.table),
     ]
+    if section.finding:  # the terminal's and the pytest failure's lines, verbatim
+        lines += ["```text", *section.finding, "```", ""]
+    lines += table_lines(section.table)
     if section.details:
         lines.append("")
         for d in section.details:

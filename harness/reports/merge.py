@@ -11,8 +11,13 @@ and the reports rendered from the merged rows. It refuses, naming what and where
 - a case in two inputs (the shards overlap, or one directory was given twice);
 - shards of different N, a shard given twice, or a missing shard, unless --allow-missing-shards;
 - inputs from different platforms (graphsafe.reports.baseline.platform_slug: "cpu", "nvidia-h200-sm_90")
-  or different sources (fingerprint source_digest), unless --allow-mixed-platforms: one report should
-  describe one platform and one version of the code; a comparison across platforms is `report compare`.
+  or different sources (fingerprint source_digest), unless --allow-mixed-platforms (or --allow-mixed): one
+  report should describe one platform and one version of the code; a comparison across platforms is
+  `report compare`;
+- inputs that are not shards of one run (`SAME_RUN_KEYS`: commit, case files, seed, replays, rebuilds,
+  live graphs, backend, graphsafe version), unless --allow-mixed: shards run with different seeds, or
+  with a case file edited between them, would merge into a "run" that never happened. Allowed, each
+  difference is a note at the top of every merged report.
 A shard whose results.csv says the run stopped early is merged: the merged results.csv opens with the
 INCOMPLETE status line naming that shard and every case that never ran, so every report says so first.
 """
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import math
 import re
 import shlex
@@ -31,6 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.results import (
     COLUMNS,
     FLOAT_COLUMNS,
@@ -134,6 +141,38 @@ def _check_shards(inputs: list[tuple[Path, dict[str, str]]], allow_missing: bool
     return notes
 
 
+# The fingerprint values every shard of one run shares (fingerprint.RUN_SETTING_KEYS are written by
+# `verify`); a merge compares them as their labels say. case_files is compared by file name and digest
+# (fingerprint.case_file_digest_list), so shards run from different checkout paths still match.
+SAME_RUN_KEYS: tuple[tuple[str, str], ...] = (
+    ("git_commit", "commit"),
+    ("case_files", "case files"),
+    ("seed", "--seed"),
+    ("replays", "--replays"),
+    ("rebuilds", "--rebuilds"),
+    ("live_graphs", "--live-graphs"),
+    ("backend", "backend"),
+    ("graphsafe_version", "graphsafe version"),
+)
+
+
+def _comparable(key: str, value: str) -> object:
+    return fingerprint_mod.case_file_digest_list(value) if key == "case_files" else value
+
+
+def same_run_differences(inputs: Sequence[tuple[Path, dict[str, str]]]) -> list[str]:
+    """One sentence per SAME_RUN_KEYS value the inputs do not share, naming each input's value; a key no
+    input records (runs written before it existed) is not compared, one input without it is a difference."""
+    found = []
+    for key, label in SAME_RUN_KEYS:
+        if not any(key in fp for _, fp in inputs):
+            continue
+        values = {path: fp.get(key, f"{fingerprint_mod.NA} (not recorded)") for path, fp in inputs}
+        if len({repr(_comparable(key, v)) for v in values.values()}) > 1:
+            found.append(f"{label} differs: " + ", ".join(f"{p}: {v}" for p, v in values.items()))
+    return found
+
+
 def _merged_fingerprint(inputs: list[tuple[Path, dict[str, str]]]) -> dict[str, str]:
     """Every key of every input; a key whose values differ gets them all, in input order, joined by ' | '."""
     keys: dict[str, None] = {}
@@ -161,8 +200,11 @@ def merge_runs(
     *,
     allow_mixed_platforms: bool = False,
     allow_missing_shards: bool = False,
+    allow_mixed: bool = False,
 ) -> MergedRun:
-    """Merge run directories into `out` (results.csv, fingerprint.json); the caller renders the reports."""
+    """Merge run directories into `out` (results.csv, fingerprint.json); the caller renders the reports.
+    `allow_mixed`: merge inputs that differ in platform, sources or any SAME_RUN_KEYS value, each difference
+    written as a note; `allow_mixed_platforms`: only platform and sources."""
     if not inputs:
         raise MergeError("no run directories to merge")
     out = Path(out)
@@ -182,11 +224,22 @@ def merge_runs(
     for what, values in (("platforms", platforms), ("sources (source_digest)", digests)):
         if len(set(values.values())) > 1:
             listed = ", ".join(f"{p}: {v}" for p, v in values.items())
-            if not allow_mixed_platforms:
+            if not (allow_mixed_platforms or allow_mixed):
                 raise MergeError(
                     f"the inputs differ in {what}: {listed} (--allow-mixed-platforms merges them)"
                 )
             notes.append(f"merged across {what}: {listed}")
+    # The backend is part of the platform: --allow-mixed-platforms, which merges platforms, merges it too.
+    differences = [
+        d for d in same_run_differences(pairs) if not (allow_mixed_platforms and d.startswith("backend "))
+    ]
+    if differences and not allow_mixed:
+        raise MergeError(
+            "the inputs are not shards of one run: "
+            + "; ".join(differences)
+            + " (--allow-mixed merges them and says so at the top of every report)"
+        )
+    notes = [f"mixed merge: {d}" for d in differences] + notes
     notes = _check_shards(pairs, allow_missing_shards) + notes
 
     owner: dict[str, Path] = {}
@@ -246,20 +299,21 @@ def _merged_status(
 
 def _write_rows(path: Path, rows: pd.DataFrame, status: dict | None) -> None:
     """Normalized rows back to results.csv text: NaN (not applicable) -> "", inf stays "inf"; an incomplete
-    merge opens with the status line."""
-    with path.open("w", newline="") as f:
-        if status:
-            f.write(status_line(INCOMPLETE, status))
-        writer = csv.DictWriter(f, fieldnames=COLUMNS)
-        writer.writeheader()
-        for record in rows.to_dict("records"):
-            line = {}
-            for column in COLUMNS:
-                value = record.get(column, "")
-                if column in FLOAT_COLUMNS:
-                    value = "" if isinstance(value, float) and math.isnan(value) else cell_text(float(value))
-                line[column] = "" if value is None else str(value)
-            writer.writerow(line)
+    merge opens with the status line. Written whole or not at all (graphsafe.reports.atomic)."""
+    f = io.StringIO(newline="")
+    if status:
+        f.write(status_line(INCOMPLETE, status))
+    writer = csv.DictWriter(f, fieldnames=COLUMNS)
+    writer.writeheader()
+    for record in rows.to_dict("records"):
+        line = {}
+        for column in COLUMNS:
+            value = record.get(column, "")
+            if column in FLOAT_COLUMNS:
+                value = "" if isinstance(value, float) and math.isnan(value) else cell_text(float(value))
+            line[column] = "" if value is None else str(value)
+        writer.writerow(line)
+    write_atomic(path, f.getvalue(), newline="")
 
 
 __all__ = ["MergeError", "MergedRun", "Shard", "merge_runs", "parse_shard", "shard_index"]

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from graphsafe.reports.atomic import write_atomic
 from graphsafe.reports.html import write_html
 from graphsafe.reports.junit import write_junit
 from graphsafe.reports.markdown import render_summary
@@ -37,7 +38,7 @@ def write_reports(
     model = run_model(rows, fingerprint)  # once for the three reports
     write_junit(run_dir / "junit.xml", rows, status=status, fingerprint=fingerprint, model=model)
     summary = render_summary(rows, fingerprint, model)
-    (run_dir / "summary.md").write_text(summary, encoding="utf-8")
+    write_atomic(run_dir / "summary.md", summary)
     write_html(run_dir, rows, fingerprint, model)
     write_step_summary(summary, run_dir)
 

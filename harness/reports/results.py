@@ -32,7 +32,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,6 +40,7 @@ import pandas as pd
 
 from graphsafe import verdicts as V
 from graphsafe.records import Result, Row
+from graphsafe.reports.atomic import ReportWriteError, write_atomic
 
 # Public contract: at least case, backend, replay, eager_error, graph_error, threshold, verdict, expected,
 # seed. New columns go at the end.
@@ -69,6 +70,13 @@ COLUMNS: tuple[str, ...] = (
     "eager_ms",
     "phase",
     "limits",
+    # The finding of a row that is not pass (graphsafe.findings): appended, so earlier readers keep working.
+    "output",
+    "mismatches",
+    "first_mismatch",
+    "carried_state",
+    "detector",
+    "finding",
 )
 
 
@@ -152,10 +160,15 @@ def _claim(run_dir: Path, created: bool) -> RunDirClaim:
             f"report dir {str(run_dir)!r} already holds a run's reports ({', '.join(present)}); "
             "graphsafe never overwrites results: choose another --report-dir or remove that one"
         )
-    handle.seek(0)
-    handle.truncate()
-    handle.write(_run_identity() + "\n")
-    handle.flush()
+    try:
+        handle.seek(0)
+        handle.truncate()
+        handle.write(_run_identity() + "\n")
+        handle.flush()
+    except OSError as exc:  # a full disk before anything ran: the dir cannot take the run
+        with contextlib.suppress(OSError):  # closing flushes the same unwritten text again
+            handle.close()
+        raise RunDirError(f"cannot write to report dir {str(run_dir)!r}: {exc.strerror or exc}") from None
     return RunDirClaim(run_dir, handle, created)
 
 
@@ -297,7 +310,8 @@ class ResultsWriter:
 
         Returns the final status fields (None for a complete run). A run that finished fewer cases than
         planned is incomplete even without a reason. Finalizing rewrites the file next to it and renames it
-        over results.csv, so a failure (disk full) leaves the in-progress line, which still tells the truth."""
+        over results.csv (graphsafe.reports.atomic), so a failure (disk full) leaves the in-progress line,
+        which still tells the truth, and sets `write_error`."""
         with contextlib.suppress(OSError):
             self._file.close()
         finished = {r.case for r in self.results}
@@ -308,16 +322,9 @@ class ResultsWriter:
         self.final_status = parse_status_line(first.rstrip("\n")) if first else None
         try:
             body = self.path.read_text(encoding="utf-8").partition("\n")[2]
-            temporary = self.path.with_name(".results.csv.finishing")
-            with temporary.open("w", newline="", encoding="utf-8") as out:
-                out.write(first + body)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(temporary, self.path)
+            write_atomic(self.path, first + body, newline="")
         except OSError as exc:
             self.write_error = f"could not finalize {self.path}: {exc.strerror or exc}"
-            with contextlib.suppress(OSError):
-                self.path.with_name(".results.csv.finishing").unlink()
         return self.final_status
 
 
@@ -474,8 +481,8 @@ def writer_self_check(directory: Path) -> list[str]:
     under `directory`, read it back with `disagreements`, remove it; [] when the writer recorded it.
 
     A run in which every case got its expected verdict (the built-in suite's) cannot tell an honest writer
-    from one that writes `ok` or the expected verdict whatever happened: this known failure can. OSError
-    when the folder cannot be written."""
+    from one that writes `ok` or the expected verdict whatever happened: this known failure can.
+    ReportWriteError when the scratch folder cannot be written."""
     row = Row(
         case=WRITER_CHECK_CASE,
         family="graphsafe",
@@ -495,17 +502,22 @@ def writer_self_check(directory: Path) -> list[str]:
         row_verdict=V.STALE_REPLAY,
     )
     known = Result(WRITER_CHECK_CASE, expected=V.PASS, verdict=V.STALE_REPLAY, backend="cpu", rows=[row])
-    with tempfile.TemporaryDirectory(prefix=".graphsafe-writer-check-", dir=directory) as scratch:
-        writer = ResultsWriter(Path(scratch), planned=[known.case])
-        writer.add(known)
-        writer.close()
-        return disagreements(scratch, [known])
+    try:
+        with tempfile.TemporaryDirectory(prefix=".graphsafe-writer-check-", dir=directory) as scratch:
+            writer = ResultsWriter(Path(scratch), planned=[known.case])
+            writer.add(known)
+            writer.close()
+            return disagreements(scratch, [known])
+    except ReportWriteError:
+        raise
+    except OSError as exc:  # a full disk, say: an I/O fault as a report's, never a disagreement
+        raise ReportWriteError(directory / ".graphsafe-writer-check", exc) from exc
 
 
 def check_written(run_dir: Path, results: Sequence[Result]) -> list[str]:
     """What `verify` checks once its reports are written, one line per problem ([] when none): results.csv
     holds what the run computed (`disagreements`), and the writer records a known failure
-    (`writer_self_check`). OSError when the scratch folder cannot be written."""
+    (`writer_self_check`). ReportWriteError when the self-check's scratch folder cannot be written."""
     problems = [f"{results_csv(run_dir)} disagrees with the run: {line}" for line in disagreements(run_dir, results)]
     problems += [
         f"the results writer's self-check (a known failure written and read back): {line}"
@@ -546,8 +558,32 @@ def read_raw(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any] | None, lis
             rows = kept
     short = [i for i, row in enumerate(rows) if len(row) != len(header)]
     if short:
+        width = len(rows[short[0]])
+        line = first_line_where(csv_path, lambda record, _: len(record) == width)
         raise ValueError(
-            f"{csv_path}: {len(short)} records do not have the header's {len(header)} fields "
-            f"(first at record {short[0] + 1}): not a results.csv, or corrupted"
+            f"{csv_path}: {len(short)} records do not have the header's {len(header)} fields; the first, "
+            f"at line {line if line is not None else '?'}, has {width}: not a results.csv, or corrupted"
         )
     return pd.DataFrame(rows, columns=header, dtype=str), status, notes
+
+
+def first_line_where(path: Path, matches: Callable[[list[str], list[str]], bool]) -> int | None:
+    """The line (1-based, in the file as it is on disk) where the first record after the header for which
+    `matches(record, header)` holds begins; None when none does. For error messages: it reads the file again."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    offset = 0
+    if text.startswith(STATUS_PREFIX):
+        text, offset = text.partition("\n")[2], 1
+    reader = csv.reader(io.StringIO(text, newline=""))
+    header: list[str] | None = None
+    end = 0  # the line the previous record ended on
+    for record in reader:
+        start, end = end + 1, reader.line_num
+        if header is None:
+            header = record
+        elif matches(record, header):
+            return start + offset
+    return None

@@ -20,6 +20,7 @@ from typing import Any
 
 import pandas as pd
 
+from graphsafe.findings import finding_lines
 from graphsafe.reports.fingerprint import KEYS as FINGERPRINT_KEYS
 from graphsafe.reports.results import COLUMNS, normalize
 
@@ -103,8 +104,8 @@ def summarize_columns(col: dict[str, list[Any]]) -> CaseSummary:
 
 def columns_by_case(results: pd.DataFrame) -> dict[str, dict[str, list[Any]]]:
     """Normalized rows per case as a list per column, in first-appearance order: each column is read out of
-    the frame once for the whole run (reading 26 columns of every case's sub-frame took 1.1 s of a 1.8 s
-    report for 317 cases on a CPU)."""
+    the frame once for the whole run (reading 26 columns of every case's sub-frame took most of a report's
+    time)."""
     df = normalize(results)
     whole = {name: df[name].tolist() for name in COLUMNS}
     index: dict[str, list[int]] = {}
@@ -117,8 +118,8 @@ def rows_by_case(results: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Normalized rows grouped by case, in first-appearance order (one groupby for the whole report)."""
     df = normalize(results).copy(deep=False)
     # Without the run's attrs (status, notes): pandas deep-copies a frame's attrs into every frame and column
-    # taken from it, which made each case's 26 column reads most of a report's time (2.3 s of 3.3 s for a
-    # 313-case run on a CPU); the reports read those attrs from the whole run's frame.
+    # taken from it, which made each case's 26 column reads most of a report's time; the reports read those
+    # attrs from the whole run's frame.
     df.attrs = {}
     return {str(name): rows for name, rows in df.groupby("case", sort=False)}
 
@@ -214,6 +215,9 @@ class FailureSection:
     repro: str  # the one command that reruns the case with its recorded seed
     table: Table  # one row per pattern and replay, case-level rows first
     details: tuple[str, ...]
+    # What to fix, one plain-text line each (graphsafe.findings.finding_lines): the same lines the terminal and
+    # the pytest failure show.
+    finding: tuple[str, ...] = ()
 
 
 REPLAY_HEADER = ("replay", "pattern", "seed", "eager error", "graph error", "threshold", "verdict")
@@ -240,6 +244,7 @@ def failure_section(summary: CaseSummary, rows: pd.DataFrame, sources: Iterable[
         ),
         table=Table(REPLAY_HEADER, table_rows, numeric=frozenset({3, 4, 5})),
         details=summary.details,
+        finding=tuple(finding_lines(summary.verdict, summary.expected, rows.to_dict("records"))),
     )
 
 

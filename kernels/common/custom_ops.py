@@ -2,13 +2,12 @@
 C++ kernel that the family's module registers at the device key.
 
 Role: ``torch.library.custom_op`` runs its implementation under an autograd.Function shim, a dynamo-disable
-frame and output-aliasing checks on every call: 25 us per call of a do-nothing op on the 2-core build
-machine, against 5-15 us for the same function defined with ``torch.library.Library`` and registered at the
-CPU and CUDA keys (ROCm builds of torch dispatch HIP tensors through the CUDA key). The kernel ops return
-fresh tensors and have no gradient, so those layers buy them nothing. The schema is inferred from the
-launcher's annotations exactly as custom_op infers it and the fake implementation is registered with
-``torch.library.register_fake``; opcheck, torch.compile, the dispatcher's modes and the harness's CPU backend
-see one OpOverload either way.
+frame and output-aliasing checks on every call: several times the host time of a do-nothing op defined with
+``torch.library.Library`` and registered at the CPU and CUDA keys (ROCm builds of torch dispatch HIP tensors
+through the CUDA key). The kernel ops return fresh tensors and have no gradient, so those layers buy them
+nothing. The schema is inferred from the launcher's annotations exactly as custom_op infers it and the fake
+implementation is registered with ``torch.library.register_fake``; opcheck, torch.compile, the dispatcher's
+modes and the harness's CPU backend see one OpOverload either way.
 
 Two forms (``define``):
   * a Python launcher (``native=False``) at CPU, CUDA and CompositeExplicitAutograd, where it refuses other

@@ -90,7 +90,7 @@ class GsPlanCache {
 
 // torch.empty through the dispatcher, as at::empty makes it (so the harness's poisoning, torch's NaN fill of
 // uninitialized memory under deterministic mode and a capture's private pool all apply), declared by
-// ATen/ops/empty_ops.h: at::empty's header costs 1.5-2.2 s more g++ per unit (2-core box, the headers alone).
+// ATen/ops/empty_ops.h: at::empty's header costs seconds more g++ per unit.
 inline at::Tensor gs_empty(std::initializer_list<int64_t> sizes, at::ScalarType dtype, const c10::Device& device) {
   TORCH_CHECK(sizes.size() <= 2, "gs_empty: at most 2 dimensions, got ", sizes.size());
   c10::SymInt symbolic[2] = {0, 0};

@@ -23,9 +23,10 @@ Translation units (``sources``): a family may split its module, for build speed,
 All of them compile at the same time and link into one module ``gs_<stem>_<backend>``. Per-family cold build
 times: reports/performance.md (``bench/build_times.py``; 6.4-11.2 s a family on the H200).
 
-The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` may include its
-``.hip`` (moe_gemm's twin shares the kernel's decoders that way), which is no header, so every source file of
-the family folder is hashed into a define: editing any of them rebuilds the family's modules.
+The cache key covers the sources and the headers of the include folders. A family's ``.cpp`` or header may
+include its ``.hip`` (moe_gemm.entry.h, in moe_gemm's binding units, takes the entry points' declarations
+that way), which is no header, so every source file of the family folder is hashed into a define: editing any
+of them rebuilds the family's modules.
 """
 
 from __future__ import annotations
@@ -47,9 +48,8 @@ BIND_SUFFIX = ".bind.cpp"
 TORCH_SUFFIX = ".torch.cpp"
 TORCH_DIR = pathlib.Path(torch.__file__).resolve().parent
 # A binding unit is argument conversion around one call: -O1 (after the family's own flags, so cpu_moe's -O3
-# stays on its math) takes 28% off the compiler CPU of moe_gemm.bind.cpp (17.0 -> 12.2 s on the 2-core box;
-# 10.2 s at -O2 on the H200 made it the critical unit of both moe_gemm builds), and a 19-argument moe_combine
-# call costs the same 1.4-1.5 us at -O1 and -O2 (min of 7 x 20000 calls, T=0).
+# stays on its math) takes a large share off the compiler CPU of moe_gemm.bind.cpp (at -O2 the critical unit
+# of both moe_gemm builds), and a 19-argument moe_combine call costs the same at -O1 and -O2.
 BIND_FLAGS = ("-O1",)
 # The main ``<stem>.hip`` of a family that has parts: a part that includes the main source to share its code
 # (moe_gemm.prefill.hip) compiles some kernels itself, and the main source, seeing this define, leaves them out.

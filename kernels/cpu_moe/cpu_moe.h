@@ -2,7 +2,7 @@
 // (cpu_moe.bind.cpp) and its implementation (cpu_moe.cpp).
 //
 // Role: the class layout and the cheap accessors live here; everything that computes (forward, the slots,
-// the service thread, dequantization) is defined in cpu_moe.cpp, so the binding layer, which pays about 9 s of
+// the service thread, dequantization) is defined in cpu_moe.cpp, so the binding layer, which pays seconds of
 // g++ for pybind11 alone, compiles beside the math instead of after it (kernels/common/native.py,
 // "Translation units"). What the executor does and why: cpu_moe.cpp.
 #pragma once

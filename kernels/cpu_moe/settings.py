@@ -114,7 +114,7 @@ native.declare(FAMILY_DIR, "handshake", "gpu")
 
 
 def cpu_module() -> ModuleType:
-    """The C++ executor, cpu_moe.cpp (g++, no torch headers; about 15 s cold, then cached on disk)."""
+    """The C++ executor, cpu_moe.cpp (g++, no torch headers; built once, then cached on disk)."""
     return native.load(FAMILY_DIR, "cpu_moe", "cpu", ("-O3",))
 
 

@@ -1,16 +1,16 @@
 // moe_gemm.cpp -- CPU implementation of the grouped quantized MoE GEMM (g++; its Python module is
 // moe_gemm.bind.cpp over the entry points at the end, the same layer as the kernels').
 //
-// Role: the "cpu" impl of graphsafe::moe_gemm and the bitwise twin of moe_gemm.hip. It
-// includes the .hip file's host-device part (format decoders, chunk dot product, lane tree), so the two cannot drift apart: same decode, same per-lane chunk order (lane l owns chunks
-// l, l+32, ...), same fmaf sequence, same tree, same single bf16 rounding. The build cache turns contraction
-// off in both compilers. kernels/common/native.py hashes every source of this folder into a define, so
-// editing the .hip rebuilds this module too (the cache itself hashes only headers besides the sources).
+// Role: the "cpu" impl of graphsafe::moe_gemm and the bitwise twin of moe_gemm.hip's CUDA-core kernel. It
+// includes the kernels' host-device part, moe_gemm.formats.h (format decoders, chunk dot product, lane tree), so
+// the two cannot drift apart: same decode, same per-lane chunk order (lane l owns chunks l, l+32, ...), same fmaf
+// sequence, same tree, same single bf16 rounding. The build cache turns contraction off in both compilers and
+// hashes the headers of this folder into its key, so editing moe_gemm.formats.h rebuilds this module too.
 #include <stdint.h>
 
 #include <vector>
 
-#include "moe_gemm.hip"
+#include "moe_gemm.formats.h"
 
 namespace {
 
