@@ -74,7 +74,7 @@ nightly: setup
 	$(PYTHON) tests/mutants.py --report $(NIGHTLY_DIR)/mutants.md
 
 # One named mutant per detector and verdict rule, each to be killed by its tests and by the built-in controls
-# (tests/mutants.py says why a script and not a mutation-testing library). 10-15 minutes on a 2-core CPU.
+# (tests/mutants.py says why a script and not a mutation-testing library, and how long it takes).
 mutants: setup
 	$(PYTHON) tests/mutants.py $(ARGS)
 

@@ -318,3 +318,198 @@ register(
         note="fixed twin: a fresh output per call",
     )
 )
+
+
+# --- one output of several wrong (an op returning a tuple: its first output right says nothing of the rest) ---
+
+
+def _pair_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, generator=g).to(device), "w": torch.randn(64, generator=g).to(device)}
+
+
+def _three_outputs_reference(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    x64, w64 = x.double(), w.double()
+    return tuple(t.to(x.dtype) for t in (x64 + w64, x64 * w64.abs().max(), x64 - w64))
+
+
+_middle_scale_cache: dict[int, tuple[weakref.ref[torch.Tensor], torch.Tensor]] = {}
+
+
+def middle_output_from_cached_scale(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """Buggy: of three outputs only the middle one is stale; its scale is cached per weight tensor on the
+    first call (as control_python_cached_value), so the graph keeps A's scale for that output alone."""
+    entry = _middle_scale_cache.get(id(w))
+    if entry is None or entry[0]() is not w:
+        entry = (weakref.ref(w), w.abs().max())
+        _middle_scale_cache[id(w)] = entry
+    return x + w, x * entry[1], x - w
+
+
+def three_outputs_recomputed(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return x + w, x * w.abs().max(), x - w
+
+
+register(
+    Case(
+        name="control_one_of_three_outputs_stale",
+        make_inputs=_pair_inputs,
+        op=middle_output_from_cached_scale,
+        reference=_three_outputs_reference,
+        expect="stale_replay",
+        note="negative control: a row is as bad as its worst output; the first and last outputs are right",
+    )
+)
+register(
+    Case(
+        name="fixed_three_outputs_recomputed",
+        make_inputs=_pair_inputs,
+        op=three_outputs_recomputed,
+        reference=_three_outputs_reference,
+        note="fixed twin: every output computed in the graph",
+    )
+)
+
+# --- a bf16 error a few times the bf16 threshold (a check of gross errors only would pass it) ------------------
+# Layer norm over groups of 16 with the Bessel-corrected variance (torch.var's default, divisor 15) instead of
+# the population variance (divisor 16) that layer norm defines: every output is sqrt(15/16) of the right one,
+# a relative error of 1 - sqrt(15/16) = 0.032 (0.031-0.036 with bf16 rounding: cpu backend, seeds 1-3),
+# above bf16's 0.02 and far below ten times it.
+
+NORM_GROUP = 16
+
+
+def _bf16_norm_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, NORM_GROUP, generator=g).to(torch.bfloat16).to(device)}
+
+
+def _layer_norm_reference(x: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.layer_norm(x.double(), (NORM_GROUP,), eps=1e-5).to(torch.bfloat16)
+
+
+def layer_norm_unbiased_variance(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: torch.var's default correction divides by NORM_GROUP - 1."""
+    xf = x.float()
+    centered = xf - xf.mean(dim=-1, keepdim=True)
+    return (centered * torch.rsqrt(xf.var(dim=-1, keepdim=True) + 1e-5)).to(torch.bfloat16)
+
+
+def layer_norm_population_variance(x: torch.Tensor) -> torch.Tensor:
+    xf = x.float()
+    centered = xf - xf.mean(dim=-1, keepdim=True)
+    return (centered * torch.rsqrt(xf.var(dim=-1, keepdim=True, correction=0) + 1e-5)).to(torch.bfloat16)
+
+
+register(
+    Case(
+        name="control_bf16_layer_norm_unbiased_variance",
+        make_inputs=_bf16_norm_inputs,
+        op=layer_norm_unbiased_variance,
+        reference=_layer_norm_reference,
+        expect="eager_mismatch",
+        note="negative control: a relative error of 0.032 in a bf16 output, between bf16's 0.02 threshold and "
+        "ten times it",
+    )
+)
+register(
+    Case(
+        name="fixed_bf16_layer_norm",
+        make_inputs=_bf16_norm_inputs,
+        op=layer_norm_population_variance,
+        reference=_layer_norm_reference,
+        note="fixed twin: float32 arithmetic, one bf16 rounding at the end (a relative error up to 2^-9)",
+    )
+)
+
+# --- an integer output off by one under a float tolerance ------------------------------------------------------
+# The case declares tolerance=1e-2 for its float output; the integer output stays bit-exact. A token id off by
+# one in a vocabulary of 2048 has a relative error of about 1/2000 = 5e-4, which the float tolerance would pass.
+
+VOCAB = 2048
+
+
+def _logit_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"logits": torch.randn(16, VOCAB, generator=g).to(device)}
+
+
+def _greedy_reference(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    values, ids = torch.max(logits.double(), dim=-1)
+    return values.to(logits.dtype), ids
+
+
+def greedy_with_shifted_ids(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Buggy: greedy decoding whose token ids are shifted by one (an id offset applied twice)."""
+    values, ids = torch.max(logits, dim=-1)
+    return values, ids + 1
+
+
+def greedy(logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    values, ids = torch.max(logits, dim=-1)
+    return values, ids
+
+
+register(
+    Case(
+        name="control_int_ids_off_by_one_under_tolerance",
+        make_inputs=_logit_inputs,
+        op=greedy_with_shifted_ids,
+        reference=_greedy_reference,
+        tolerance=1e-2,
+        expect="eager_mismatch",
+        note="negative control: the tolerance is for the float logits; integer outputs are bit-exact, so token "
+        "ids off by one (relative error about 5e-4) fail",
+    )
+)
+register(
+    Case(
+        name="fixed_int_ids_under_tolerance",
+        make_inputs=_logit_inputs,
+        op=greedy,
+        reference=_greedy_reference,
+        tolerance=1e-2,
+        note="fixed twin: the same tolerance, the right ids",
+    )
+)
+
+# --- a boolean-mask index under capture (a data-dependent shape) ---------------------------------------------
+
+
+def relu_through_boolean_mask(x: torch.Tensor) -> torch.Tensor:
+    """Buggy under capture: x[mask] has as many rows as the mask has True values, a count read on the host
+    (ATen's index with a boolean mask calls nonzero)."""
+    out = torch.zeros_like(x)
+    keep = x > 0
+    out[keep] = x[keep]
+    return out
+
+
+def relu_through_where(x: torch.Tensor) -> torch.Tensor:
+    return torch.where(x > 0, x, torch.zeros_like(x))
+
+
+def _signed_inputs(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(128, generator=g).to(device)}
+
+
+register(
+    Case(
+        name="control_boolean_mask_index",
+        make_inputs=_signed_inputs,
+        op=relu_through_boolean_mask,
+        reference=lambda x: x.clamp(min=0),
+        expect="capture_sync",
+        note="negative control: boolean-mask indexing sizes its result from device data (a nonzero inside)",
+    )
+)
+register(
+    Case(
+        name="fixed_where_instead_of_mask_index",
+        make_inputs=_signed_inputs,
+        op=relu_through_where,
+        reference=lambda x: x.clamp(min=0),
+        note="fixed twin: torch.where keeps the shape static",
+    )
+)

@@ -1,5 +1,6 @@
-"""Negative controls and fixed twins for how verdicts are decided: replay vs eager, hidden state, random ops,
-poison patterns, deadlines and capture-time classification.
+"""Negative controls and fixed twins for how verdicts are decided: replay vs eager, hidden state (Python
+values and tensors), random ops, poison patterns (float and integer), NaN on the comparison's torch path,
+deadlines and capture-time classification.
 
 Every control is named by how it fails and expects that failure's verdict; every fixed twin must pass.
 tests/test_trust.py runs them on the CPU backend, and tests/mutants.py requires each detector's mutant to
@@ -488,5 +489,192 @@ register(
         deadline=3,
         note="negative control for the runner's deadline on every backend (the GPU-only spin control needs a "
         "kernel); runs isolated only",
+    )
+)
+
+# --- NaN in outputs the native comparison pass does not take: float64, non-contiguous (harness/scan.py) --------
+# The native pass scans contiguous float32/float16/bfloat16 outputs; a float64 output and a transposed view
+# go through torch's reductions, which must see the NaN as well.
+
+
+def _positive_matrix(seed: int, device: torch.device, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": (torch.rand(16, 32, generator=g, dtype=torch.float64) + 0.5).to(dtype).to(device)}
+
+
+def _positive_float64(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    return _positive_matrix(seed, device, torch.float64)
+
+
+def _positive_float32(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    return _positive_matrix(seed, device, torch.float32)
+
+
+def log_of_negated(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: the log of a negated input, NaN everywhere."""
+    return torch.log(-x)
+
+
+def log_of_negated_transposed(x: torch.Tensor) -> torch.Tensor:
+    """Buggy: NaN everywhere, returned as a transposed (non-contiguous) view."""
+    return torch.log(-x).t()
+
+
+def log_transposed(x: torch.Tensor) -> torch.Tensor:
+    return torch.log(x).t()
+
+
+def _log_transposed_reference(x: torch.Tensor) -> torch.Tensor:
+    return torch.log(x.double()).to(x.dtype).t()
+
+
+register(
+    Case(
+        name="control_nan_in_float64_output",
+        make_inputs=_positive_float64,
+        op=log_of_negated,
+        expect="uninitialized",
+        note="negative control: NaN in a float64 output with no reference (the scan's torch path)",
+    )
+)
+register(
+    Case(
+        name="fixed_float64_log",
+        make_inputs=_positive_float64,
+        op=torch.log,
+        note="fixed twin: finite float64 output",
+    )
+)
+register(
+    Case(
+        name="control_nan_in_transposed_output",
+        make_inputs=_positive_float32,
+        op=log_of_negated_transposed,
+        reference=_log_transposed_reference,
+        expect="uninitialized",
+        note="negative control: NaN in a non-contiguous float32 output where the reference is finite (the "
+        "scan's torch path)",
+    )
+)
+register(
+    Case(
+        name="fixed_transposed_log",
+        make_inputs=_positive_float32,
+        op=log_transposed,
+        reference=_log_transposed_reference,
+        note="fixed twin: finite transposed output",
+    )
+)
+
+# --- unwritten integer outputs: the integer poison values (harness/compare.py poison_values) --------------------
+
+
+def int_min_with_unwritten(ids: torch.Tensor) -> torch.Tensor:
+    """Buggy: reads an unwritten int32 buffer. Under 0xFF it holds -1 and the minimum is -1; under 0x7F it
+    holds 0x7F7F7F7F and the minimum is `ids`: only -1 counted as poison names the failure."""
+    return torch.minimum(torch.empty_like(ids), ids)
+
+
+def int_min_with_initialised(ids: torch.Tensor) -> torch.Tensor:
+    return torch.minimum(torch.full_like(ids, torch.iinfo(ids.dtype).max), ids)
+
+
+_int_written_once: dict[str, torch.Tensor] = {}
+
+
+def int_output_written_once(ids: torch.Tensor) -> torch.Tensor:
+    """Buggy: an int32 output filled on the first call and returned as it is afterwards: a graph of it writes
+    nothing on replay, so the output keeps what output poisoning wrote, the dtype's max."""
+    if "out" not in _int_written_once:
+        _int_written_once["out"] = ids * 2
+    return _int_written_once["out"]
+
+
+register(
+    Case(
+        name="control_int_unwritten_under_0xff_only",
+        make_inputs=_int_ids,
+        op=int_min_with_unwritten,
+        reference=lambda ids: ids.clone(),
+        expect="uninitialized",
+        note="negative control: an unwritten int32 value shows as -1 (0xFF bytes) under one pattern only",
+    )
+)
+register(
+    Case(
+        name="fixed_int_min_with_initialised",
+        make_inputs=_int_ids,
+        op=int_min_with_initialised,
+        reference=lambda ids: ids.clone(),
+        note="fixed twin: the buffer is initialised to the dtype's max",
+    )
+)
+register(
+    Case(
+        name="control_int_output_written_once",
+        make_inputs=_int_ids,
+        op=int_output_written_once,
+        reference=lambda ids: ids * 2,
+        expect="uninitialized",
+        note="negative control: an int32 output the graph never writes holds the poison the harness wrote "
+        "before the replay (the dtype's max)",
+    )
+)
+register(
+    Case(
+        name="fixed_int_output_per_call",
+        make_inputs=_int_ids,
+        op=lambda ids: ids * 2,
+        reference=lambda ids: ids * 2,
+        note="fixed twin: a fresh int32 output per call",
+    )
+)
+
+# --- hidden state kept in a tensor: a first-call cache written in place -----------------------------------------
+# The state tensor exists before the op's first call (made with the inputs, on their device, as an engine
+# allocates its buffers at start-up), so the probe meets it as a tensor whose values the op changes, not as a
+# new name (which the probe's container path covers): only restoring tensor values puts it back.
+
+_scale_state: dict[str, torch.Tensor] = {}
+_scratch_state: dict[str, torch.Tensor] = {}
+
+
+def _weighted_inputs_with_state(seed: int, device: torch.device) -> dict[str, torch.Tensor]:
+    for table in (_scale_state, _scratch_state):
+        if device.type not in table:
+            table[device.type] = torch.zeros((), device=device)
+    return _weighted_inputs(seed, device)
+
+
+def scale_kept_in_tensor_on_first_call(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Buggy: a scale tensor set from the first weights ever seen (0 means unset) and kept, written in place
+    with no host sync, so graph and eager agree with each other after the first call."""
+    state = _scale_state[x.device.type]
+    state.copy_(torch.where(state == 0, w.abs().max(), state))
+    return x * state
+
+
+def scale_written_to_tensor_per_call(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    state = _scratch_state[x.device.type]
+    state.copy_(w.abs().max())
+    return x * state
+
+
+register(
+    Case(
+        name="control_first_call_cache_in_tensor",
+        make_inputs=_weighted_inputs_with_state,
+        op=scale_kept_in_tensor_on_first_call,
+        expect="stale_replay",
+        note="negative control: state leaked from A through a module-level tensor updated in place; no "
+        "reference, graph equals eager, only the hidden-state probe sees it",
+    )
+)
+register(
+    Case(
+        name="fixed_scale_written_to_tensor_per_call",
+        make_inputs=_weighted_inputs_with_state,
+        op=scale_written_to_tensor_per_call,
+        note="fixed twin: the same tensor overwritten on every call carries nothing from A",
     )
 )

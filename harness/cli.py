@@ -44,7 +44,14 @@ from graphsafe.reports import fingerprint as fp_module
 from graphsafe.reports.atomic import ReportWriteError, write_atomic
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
-from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir, default_run_dir, read_results
+from graphsafe.reports.results import (
+    ResultsWriter,
+    RunDirError,
+    check_written,
+    claim_run_dir,
+    default_run_dir,
+    read_results,
+)
 from graphsafe.reports.tables import repro_command, searched_sizes
 from graphsafe.runner import (
     DEFAULT_DEADLINE_S,
@@ -1060,6 +1067,14 @@ def _dispatch(args: argparse.Namespace) -> int:
     except BrokenPipeError:
         with contextlib.suppress(_OutputClosed):
             emit("")
+    # results.csv read back, and the writer checked on a failure it must record (harness/reports/results.py):
+    # a writer that wrote another verdict or status than the run computed would pass every check that reads
+    # results from memory, and a CI gate reads the file.
+    misrecorded = check_written(run_dir, results)
+    if misrecorded:
+        for line in misrecorded:
+            print(f"graphsafe: internal error: {line}", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
     if status is not None:
         if not stopped_by_us:
             print(f"graphsafe: {status.get('sentence', 'the run stopped early')}", file=sys.stderr)

@@ -7,8 +7,9 @@ working turns its control's verdict into `pass` and fails here.
 from __future__ import annotations
 
 import pytest
+import torch
 
-from graphsafe import REGISTRY, check
+from graphsafe import REGISTRY, Case, check
 from graphsafe.suites import load_default_suites
 
 load_default_suites()
@@ -20,6 +21,10 @@ CONTROLS = {
     "control_returns_nan_with_reference": "uninitialized",
     "control_modifies_input": "eager_mismatch",
     "control_output_shared_across_live_graphs": "stale_replay",
+    "control_one_of_three_outputs_stale": "stale_replay",
+    "control_bf16_layer_norm_unbiased_variance": "eager_mismatch",
+    "control_int_ids_off_by_one_under_tolerance": "eager_mismatch",
+    "control_boolean_mask_index": "capture_sync",
 }
 FIXED = [
     "fixed_scatter_add_routing",
@@ -29,6 +34,10 @@ FIXED = [
     "fixed_no_input_write",
     "fixed_bf16_matmul",
     "fixed_output_per_call",
+    "fixed_three_outputs_recomputed",
+    "fixed_bf16_layer_norm",
+    "fixed_int_ids_under_tolerance",
+    "fixed_where_instead_of_mask_index",
 ]
 
 
@@ -62,3 +71,39 @@ def test_bf16_rounding_is_real_and_within_threshold() -> None:
     errors = [r.eager_error for r in result.rows if r.eager_error is not None]
     assert result.verdict == "pass"
     assert 0 < max(errors) < 0.02
+
+
+def test_one_stale_output_of_three_is_the_only_wrong_one() -> None:
+    """The control needs every output compared: its first and last outputs alone pass."""
+    control = REGISTRY.get("control_one_of_three_outputs_stale")
+
+    def outer_outputs(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        first, _, last = control.op(x=x, w=w)
+        return first, last
+
+    def outer_reference(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        assert control.reference is not None
+        first, _, last = control.reference(x=x, w=w)
+        return first, last
+
+    case = Case(
+        name="t_outer_outputs", make_inputs=control.make_inputs, op=outer_outputs, reference=outer_reference
+    )
+    assert check(case, "cpu").verdict == "pass"
+
+
+def test_bf16_control_error_lies_between_the_threshold_and_ten_times_it() -> None:
+    """A check of gross errors only (a threshold ten times bf16's) would pass the control."""
+    result = check(REGISTRY.get("control_bf16_layer_norm_unbiased_variance"), "cpu")
+    errors = [r.eager_error for r in result.rows if r.eager_error is not None]
+    assert result.verdict == "eager_mismatch"
+    assert min(errors) > 0.02 and max(errors) < 0.2
+
+
+def test_int_control_error_is_inside_the_declared_float_tolerance() -> None:
+    """The off-by-one ids would pass under the case's float tolerance: only bit-exact integers fail them."""
+    case = REGISTRY.get("control_int_ids_off_by_one_under_tolerance")
+    result = check(case, "cpu")
+    errors = [r.eager_error for r in result.rows if r.eager_error is not None]
+    assert result.verdict == "eager_mismatch" and "bit-exact" in result.detail
+    assert case.tolerance is not None and 0 < max(errors) < case.tolerance

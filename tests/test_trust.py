@@ -20,8 +20,10 @@ from graphsafe import verdicts as V
 from graphsafe.backends import get_backend, resolve_backend_name
 from graphsafe.backends.base import CapturedGraph, GraphBackend
 from graphsafe.backends.gpu import classify_capture_failure
+from graphsafe.compare import poison_values
 from graphsafe.errors import BackendUnavailable, CaptureError, CaptureSyncError
 from graphsafe.hidden_state import PythonState
+from graphsafe.scan import _NativeBatch
 
 CONTROLS = {
     "control_stale_scale_baked_at_warmup": "stale_replay",
@@ -36,6 +38,11 @@ CONTROLS = {
     "control_own_generator_reseeded_per_call": "stale_replay",
     "control_output_written_once": "uninitialized",
     "control_bincount_under_capture": "capture_sync",
+    "control_nan_in_float64_output": "uninitialized",
+    "control_nan_in_transposed_output": "uninitialized",
+    "control_int_unwritten_under_0xff_only": "uninitialized",
+    "control_int_output_written_once": "uninitialized",
+    "control_first_call_cache_in_tensor": "stale_replay",
 }
 FIXED = [
     "fixed_scale_read_in_graph",
@@ -50,6 +57,11 @@ FIXED = [
     "fixed_noise_from_own_generator",
     "fixed_int_output_zeroed",
     "fixed_counts_with_scatter_add",
+    "fixed_float64_log",
+    "fixed_transposed_log",
+    "fixed_int_min_with_initialised",
+    "fixed_int_output_per_call",
+    "fixed_scale_written_to_tensor_per_call",
 ]
 
 
@@ -64,6 +76,8 @@ def fresh_first_call_caches(monkeypatch: pytest.MonkeyPatch) -> None:
     module's own (used by `pytest cases/` for the same controls) stays as it was, whatever ran first."""
     for name in ("_first_call_scale", "_first_call_scale_b"):
         monkeypatch.setattr(graphsafe.cases.trust_controls, name, [])
+    for name in ("_scale_state", "_scratch_state"):  # state tensors, made anew by the next make_inputs
+        monkeypatch.setattr(graphsafe.cases.trust_controls, name, {})
 
 
 @pytest.mark.parametrize(("name", "verdict"), sorted(CONTROLS.items()))
@@ -377,3 +391,36 @@ def test_the_ops_own_generator_is_followed(monkeypatch: pytest.MonkeyPatch) -> N
     assert check(twin, "cpu").verdict == "pass"
     monkeypatch.setattr(graphsafe.protocol, "op_generators", lambda op: [])
     assert check(twin, "cpu").verdict == "stale_replay"
+
+
+# --- controls of the detectors' less travelled paths -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["control_nan_in_float64_output", "control_nan_in_transposed_output"])
+def test_nan_controls_take_the_scans_torch_path(name: str) -> None:
+    """Their outputs are ones the native pass does not take (float64; a non-contiguous view)."""
+    case = REGISTRY.get(name)
+    out = case.op(**case.inputs(0, torch.device("cpu")))
+    assert _NativeBatch().floats(out, None) is None
+    assert torch.isnan(out).all()
+
+
+def test_unwritten_int_shows_under_0xff_only() -> None:
+    """Under 0x7F the unwritten int32 is large and the minimum hides it: only -1 counted as poison fails it."""
+    result = check(REGISTRY.get("control_int_unwritten_under_0xff_only"), "cpu")
+    by_pattern = {p: {r.row_verdict for r in result.rows if r.pattern == p} for p in ("0xff", "0x7f")}
+    assert by_pattern == {"0xff": {"uninitialized"}, "0x7f": {"pass"}}
+
+
+def test_int_output_written_once_holds_the_dtypes_max() -> None:
+    result = check(REGISTRY.get("control_int_output_written_once"), "cpu")
+    assert result.verdict == "uninitialized" and "poison-pattern values" in result.detail
+    assert torch.iinfo(torch.int32).max in poison_values(torch.int32)
+
+
+def test_tensor_state_leak_is_seen_by_the_probe_alone() -> None:
+    """Graph equals eager on every replay; the leak shows only because the probe puts the tensor's values
+    back, so that the op's first call is the one with A."""
+    result = check(REGISTRY.get("control_first_call_cache_in_tensor"), "cpu")
+    assert result.verdict == "stale_replay" and "state leaked from A" in result.detail
+    assert all(r.graph_vs_eager == 0.0 for r in result.rows if r.replay >= 0)

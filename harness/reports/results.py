@@ -30,6 +30,7 @@ import json
 import math
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -37,8 +38,9 @@ from typing import IO, Any
 
 import pandas as pd
 
-from graphsafe.records import Result
-from graphsafe.reports.atomic import write_atomic
+from graphsafe import verdicts as V
+from graphsafe.records import Result, Row
+from graphsafe.reports.atomic import ReportWriteError, write_atomic
 
 # Public contract: at least case, backend, replay, eager_error, graph_error, threshold, verdict, expected,
 # seed. New columns go at the end.
@@ -430,6 +432,98 @@ def read_results(path: Path | str) -> pd.DataFrame:
     df.attrs[STATUS_KEY] = status
     df.attrs[NOTES_KEY] = notes
     return df
+
+
+def disagreements(path: Path | str, results: Sequence[Result]) -> list[str]:
+    """Where results.csv at `path` does not say what the run computed, one line per case and column ([] when
+    it agrees): each case's row count, and each row's row_verdict, verdict, expected and status.
+
+    `verify` reads its results.csv back after writing it: every test that reads results from memory would
+    pass a writer that always writes `ok`, and CI gates and `report merge` read the file."""
+    if not results and not results_csv(path).exists():
+        return []  # a run that computed nothing need not have written the file
+    try:
+        raw, _, _ = read_raw(path)
+    except (OSError, ValueError) as exc:
+        return [f"{results_csv(path)} could not be read back: {exc}"]
+    missing = [c for c in ("case", "row_verdict", "verdict", "expected", "status") if c not in raw.columns]
+    if missing:
+        return [f"{results_csv(path)} has no column {', '.join(missing)}"]
+    written: dict[str, list[dict[str, str]]] = {}
+    for record in raw.to_dict("records"):
+        written.setdefault(record["case"], []).append(record)
+    problems = []
+    for result in results:
+        rows = written.pop(result.case, [])
+        if len(rows) != len(result.rows):
+            problems.append(f"case {result.case}: {len(rows)} rows written, {len(result.rows)} computed")
+            continue
+        for index, (row, record) in enumerate(zip(result.rows, rows, strict=True)):
+            computed = dict(row_verdict=row.row_verdict, verdict=result.verdict, expected=result.expected)
+            computed["status"] = "ok" if result.ok else "FAIL"
+            wrong = [
+                f"column {column}: {record[column]!r} written, {value!r} computed"
+                for column, value in computed.items()
+                if record[column] != value
+            ]
+            if wrong:  # the first row that disagrees says enough for the case
+                problems.append(f"case {result.case} (row {index + 1} of {len(rows)}): {'; '.join(wrong)}")
+                break
+    problems += [f"case {name}: {len(rows)} rows written, none computed" for name, rows in written.items()]
+    return problems
+
+
+WRITER_CHECK_CASE = "graphsafe.writer_check"
+
+
+def writer_self_check(directory: Path) -> list[str]:
+    """Write a known failure (verdict stale_replay, expected pass) through ResultsWriter into a scratch folder
+    under `directory`, read it back with `disagreements`, remove it; [] when the writer recorded it.
+
+    A run in which every case got its expected verdict (the built-in suite's) cannot tell an honest writer
+    from one that writes `ok` or the expected verdict whatever happened: this known failure can.
+    ReportWriteError when the scratch folder cannot be written."""
+    row = Row(
+        case=WRITER_CHECK_CASE,
+        family="graphsafe",
+        backend="cpu",
+        device="cpu",
+        pattern="0xff",
+        replay=0,
+        seed_a=0,
+        seed=1,
+        eager_error=0.0,
+        graph_error=0.5,
+        graph_vs_eager=0.5,
+        threshold=1e-5,
+        bit_exact=False,
+        nonfinite=0,
+        poisoned=0,
+        row_verdict=V.STALE_REPLAY,
+    )
+    known = Result(WRITER_CHECK_CASE, expected=V.PASS, verdict=V.STALE_REPLAY, backend="cpu", rows=[row])
+    try:
+        with tempfile.TemporaryDirectory(prefix=".graphsafe-writer-check-", dir=directory) as scratch:
+            writer = ResultsWriter(Path(scratch), planned=[known.case])
+            writer.add(known)
+            writer.close()
+            return disagreements(scratch, [known])
+    except ReportWriteError:
+        raise
+    except OSError as exc:  # a full disk, say: an I/O fault as a report's, never a disagreement
+        raise ReportWriteError(directory / ".graphsafe-writer-check", exc) from exc
+
+
+def check_written(run_dir: Path, results: Sequence[Result]) -> list[str]:
+    """What `verify` checks once its reports are written, one line per problem ([] when none): results.csv
+    holds what the run computed (`disagreements`), and the writer records a known failure
+    (`writer_self_check`). ReportWriteError when the self-check's scratch folder cannot be written."""
+    problems = [f"{results_csv(run_dir)} disagrees with the run: {line}" for line in disagreements(run_dir, results)]
+    problems += [
+        f"the results writer's self-check (a known failure written and read back): {line}"
+        for line in writer_self_check(run_dir)
+    ]
+    return problems
 
 
 def read_raw(path: Path | str) -> tuple[pd.DataFrame, dict[str, Any] | None, list[str]]:
