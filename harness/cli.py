@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 import graphsafe
-from graphsafe import requirements
+from graphsafe import config, profiles, requirements
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
@@ -33,6 +33,7 @@ from graphsafe.progress import BuildProgress, Progress
 from graphsafe.protocol import DEFAULT_REPLAYS
 from graphsafe.records import Result
 from graphsafe.reports import fingerprint as fp_module
+from graphsafe.reports import skipped as skipped_report
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
 from graphsafe.reports.results import ResultsWriter, RunDirError, claim_run_dir
@@ -72,7 +73,7 @@ EXIT_INTERNAL_ERROR = 3
 EXIT_INTERRUPTED = 130
 # A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 at ~1 ms per capture is
 # already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
-MAX_REPEATS = 1_000_000
+MAX_REPEATS = config.MAX_REPEATS
 
 
 def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -116,17 +117,29 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+_CASE_HELP = "case file or module (default: [tool.graphsafe] cases, else the built-in suite)"
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, settings: config.Settings) -> None:
     p.add_argument(
-        "--backend", choices=BACKEND_NAMES, default="auto", help="auto: the GPU when present, else cpu"
+        "--backend",
+        choices=BACKEND_NAMES,
+        default=settings.backend or "auto",
+        help="auto: the GPU when present, else cpu",
+    )
+    p.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE", help=_CASE_HELP)
+    p.add_argument(
+        "--replays",
+        type=_replay_count,
+        default=settings.replays or DEFAULT_REPLAYS,
+        help="fresh-input replays per pattern",
     )
     p.add_argument(
-        "--case", action="append", default=[], metavar="FILE_OR_MODULE", help="case file or module"
+        "--seed",
+        type=_non_negative_int,
+        default=settings.seed or 0,
+        help="seed of input A (B_i use seed+1+i)",
     )
-    p.add_argument(
-        "--replays", type=_replay_count, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
-    )
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of input A (B_i use seed+1+i)")
     p.add_argument("--rebuilds", type=_stress_count, default=0, help="recapture R times after the replays")
     p.add_argument(
         "--live-graphs", type=_stress_count, default=0, help="keep G graphs live, replay interleaved"
@@ -135,7 +148,8 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--report-dir",
         type=Path,
         default=None,
-        help="a new or empty dir (one holding a run's reports is refused); default reports/runs/<time>-<host>/",
+        help="a new or empty dir (one holding a run's reports is refused); default <runs-dir>/<time>-<host>/, "
+        f"runs-dir from [tool.graphsafe] (here: {_shown(settings.runs_dir)})",
     )
     p.add_argument(
         "--jobs",
@@ -166,12 +180,23 @@ def program_name() -> str:
     return "graphsafe" if Path(sys.argv[0]).name == "graphsafe" else f"python -m {__package__}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _shown(path: Path) -> str:
+    """A configured path as the user would type it here: relative to the working directory when below it."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def build_parser(settings: config.Settings | None = None) -> argparse.ArgumentParser:
+    """The parser; `settings` ([tool.graphsafe], graphsafe.config) give the defaults that flags override."""
+    settings = settings or config.load()
     parser = argparse.ArgumentParser(prog=program_name(), description="graphsafe: graph-replay safety checks")
+    parser.set_defaults(settings=settings)
     parser.add_argument("--version", action="version", version=f"graphsafe {graphsafe.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="run cases and write a report")
-    _add_run_arguments(verify)
+    _add_run_arguments(verify, settings)
     verify.add_argument(
         "--shard",
         type=_shard,
@@ -181,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     listing = sub.add_parser("list", help="list cases")
-    listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
+    listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE", help=_CASE_HELP)
     listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
     repro.add_argument("name")
@@ -191,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T=33,K=1",
         help="check a case that declares a size space at these sizes (the summary of a search prints them)",
     )
-    _add_run_arguments(repro)
+    _add_run_arguments(repro, settings)
     repro.add_argument("--markdown", action="store_true", help="counterexample modules: tables as Markdown")
     repro.set_defaults(replays=None)  # a counterexample module's own replay count unless given
     report = sub.add_parser("report", help="report tools")
@@ -203,13 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", type=Path)
     nightly = report_sub.add_parser("nightly", help="compare a run with its platform's committed baseline")
     nightly.add_argument("run_dir", type=Path)
-    nightly.add_argument(
-        "--baseline",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="a baseline results.csv, or a folder of <platform>.csv baselines (default: reports/baselines)",
-    )
     for p in (compare, nightly):
         p.add_argument(
             "--allow-platform-mismatch",
@@ -229,6 +247,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
     baseline.add_argument("run_dir", type=Path)
+    for p in (nightly, baseline):
+        p.add_argument(
+            "--baseline",
+            type=Path,
+            default=settings.baseline,
+            metavar="PATH",
+            help="a folder of <platform>.csv baselines, or one baseline .csv (default: [tool.graphsafe] "
+            f"baseline, here {_shown(settings.baseline)})",
+        )
     return parser
 
 
@@ -294,15 +321,19 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
     return cases
 
 
-def without_unmet_requirements(cases: list[Case], backend_name: str) -> list[Case]:
+def without_unmet_requirements(
+    cases: list[Case], backend_name: str, skipped: dict[str, str] | None = None
+) -> list[Case]:
     """The cases whose Case.requires this machine and backend meet; each other one is named on stderr with the
-    reason, as the pytest plugin skips it."""
+    reason, as the pytest plugin skips it, and added to `skipped` (case -> reason: the run's skipped.csv)."""
     backend = resolve_backend_name(backend_name)
     kept = []
     for case in cases:
         reason = requirements.unmet(case.requires, backend)
         if reason:
             print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
+            if skipped is not None:
+                skipped[case.name] = reason
         else:
             kept.append(case)
     return kept
@@ -413,7 +444,7 @@ def run_verify(
         deadline=args.deadline,
     )
     try:
-        claim = claim_run_dir(args.report_dir)
+        claim = claim_run_dir(args.report_dir, root=args.settings.runs_dir)
     except RunDirError as exc:
         if started is not None:
             stop_workers(started)
@@ -504,6 +535,7 @@ def run_verify(
                 _write_reports(
                     run_dir, writer.results, backend, list(args.case), status, getattr(args, "shard", None)
                 )
+                skipped_report.write(run_dir, getattr(args, "skipped", {}))
             except OSError as exc:
                 print(f"graphsafe: error: could not write the reports in {run_dir}: {exc}", file=sys.stderr)
             clock.mark("reports")
@@ -601,7 +633,13 @@ class _OutputClosed(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        settings = config.load()
+        profiles.check_env()
+    except (config.ConfigError, ValueError) as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return 2
+    parser = build_parser(settings)
     args = parser.parse_args(argv)
     code = _run_command(args)
     if argv is None and getattr(args, "no_isolate", False) and threading.active_count() > 1:
@@ -654,6 +692,10 @@ def _start_workers_early(args: argparse.Namespace) -> StartedWorkers | None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if not getattr(args, "case", True):
+        # No --case: the [tool.graphsafe] cases where the table lists some, else the built-in suite.
+        args.case = list(args.settings.cases)
+        args.settings.put_case_modules_on_path()
     if args.command == "list":
         for case in select_cases(args.case, args.pattern):
             emit(f"{case.name:<48} {case.family:<20} expect={case.expect}")
@@ -670,7 +712,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _merge(args)
         if args.report_command == "baseline":
             try:
-                emit(f"baseline written: {baseline.update(args.run_dir)}")
+                emit(f"baseline written: {baseline.update(args.run_dir, args.baseline)}")
             except (FileNotFoundError, baseline.RunReadError) as exc:
                 raise UsageError(f"{args.run_dir} is not a finished run directory: {exc}") from exc
             return 0
@@ -688,7 +730,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 deadline=args.deadline,
                 markdown=args.markdown,
             )
-        args.replays = args.replays or DEFAULT_REPLAYS
+        args.replays = args.replays or args.settings.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
         if not cases:
             raise UsageError(f"no case named {args.name!r}; `graphsafe list` lists them")
@@ -704,7 +746,8 @@ def _dispatch(args: argparse.Namespace) -> int:
                 cases = [
                     c for c in cases if args.shard.holds(c.name)
                 ]  # may be empty: the shard still reports
-            cases = without_unmet_requirements(cases, args.backend)
+            args.skipped = {}
+            cases = without_unmet_requirements(cases, args.backend, args.skipped)
         except BaseException:
             if started is not None:
                 stop_workers(started)
