@@ -423,3 +423,33 @@ def test_a_negative_controls_graph_error_may_change_its_eager_error_may_not(
         ("neg.stale_copy", "eager_error")
     ]
 
+
+# ---------------------------------------------------------------------------------------------- committed
+
+REFRESH_CPU_BASELINE = (
+    "HYPOTHESIS_PROFILE=graphsafe-nightly graphsafe verify --backend cpu --replays 8 --rebuilds 20 "
+    "--live-graphs 32 --deadline 1200 --report-dir DIR && graphsafe report baseline DIR"
+)
+
+
+def test_committed_cpu_baseline_is_in_step_with_the_registry() -> None:
+    """Method: the built-in suite's cases that the cpu backend runs here (requirements met) against the case
+    names of reports/baselines/cpu.csv. Expected: every such case has rows, and every baseline case is still
+    registered; otherwise `make nightly` lists new cases it cannot compare, or fails on a case that vanished.
+    The message gives the command that refreshes the baseline."""
+    from graphsafe.requirements import unmet
+    from graphsafe.suites import load_default_suites
+
+    registered = load_default_suites()
+    runnable = {c.name for c in registered if unmet(c.requires, "cpu") is None}
+    path = Path(__file__).resolve().parents[1] / "reports" / "baselines" / "cpu.csv"
+    with path.open(newline="") as f:
+        in_baseline = {row["case"] for row in csv.DictReader(f)}
+    without_rows = sorted(runnable - in_baseline)
+    not_registered = sorted(in_baseline - {c.name for c in registered})
+    assert not without_rows and not not_registered, (
+        f"{path} is out of step with the registry: {len(without_rows)} registered cases have no row "
+        f"({', '.join(without_rows[:10])}{' ...' if len(without_rows) > 10 else ''}), "
+        f"{len(not_registered)} rows name no registered case ({', '.join(not_registered[:10])}). "
+        f"Refresh it (about 25 minutes on 2 cores) with: {REFRESH_CPU_BASELINE}"
+    )
