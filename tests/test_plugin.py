@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -282,19 +283,31 @@ def test_configured_cases_run_only_when_asked(tmp_path: Path) -> None:
     assert _collected(_pytest(repo, "--collect-only", "-q", ".")) == sorted(cases + others)
 
 
+def test_configured_cases_reach_xdist_workers_outside_testpaths(tmp_path: Path) -> None:
+    """Method: testpaths = ["tests"] (the case file lies outside it) and `pytest -n 2` without paths.
+    Expected: the case runs in a worker, as without -n: a worker gets the controller's command line (no
+    paths), not its testpaths as paths, so it decides as the controller would."""
+    repo = _configured_repo(tmp_path)
+    (repo / "pyproject.toml").write_text(
+        '[tool.graphsafe]\ncases = ["my_cases.py"]\nbackend = "cpu"\n\n'
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+    )
+    run = _pytest(repo, "-n", "2", "-q", "-k", "scale_fixed or (test_other and not torch)")
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
+
+
 def test_pytest_start_up_imports_no_torch(tmp_path: Path) -> None:
     """Method: run a plain test file of a configured repository under `python -X importtime`, the test itself
     asserting torch is absent from sys.modules. Expected: both pass, and the import log shows graphsafe's
     plugin loaded but no torch: a pytest run that asks nothing of graphsafe does not pay torch's import."""
     repo = _configured_repo(tmp_path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
-    command = [sys.executable, "-X", "importtime", "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+    command = [sys.executable, "-X", "importtime", "-m", "pytest", "-p", "no:cacheprovider", "-v"]
     run = subprocess.run(
         [*command, "tests/test_other.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
     )
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    # The plugin is loaded (pytest imports it through its assertion rewriter, which the log does not show).
+    assert re.search(r"^plugins: .*\bgraphsafe-\d", run.stdout, re.M), run.stdout
     imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
-    # The plugin loaded (the editable install's finder keeps graphsafe's own modules out of the log, not the
-    # ones they import).
-    assert "graphsafe.config" in imported
     assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
