@@ -14,11 +14,17 @@ import pytest
 import torch
 from hypothesis import settings
 
+from graphsafe import profiles
+from graphsafe.pytest_plugin import spread_xdist_workers
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    # dev: quick local iteration; ci: what `make test` runs on 2 cores; nightly: `make nightly`. Hypothesis's
-    # own configure hook runs after this one, so --hypothesis-profile still wins.
-    settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci" if os.environ.get("CI") else "dev"))
+    # graphsafe-dev: quick local iteration; graphsafe-ci: what `make test` runs on 2 cores; graphsafe-nightly:
+    # `make nightly`. Hypothesis's own configure hook runs after this one, so --hypothesis-profile still wins.
+    profiles.register()
+    settings.load_profile(os.environ.get(profiles.ENV, profiles.CI if os.environ.get("CI") else profiles.DEV))
+    # These tests import torch anyway: give each xdist worker its share of the cores (and GPU) at once.
+    spread_xdist_workers(config)
 
 
 def _device_count() -> int:
@@ -34,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         "cuda": None if devices and not is_rocm else "needs an NVIDIA device",
         "rocm": None if devices and is_rocm else "needs an AMD device",
         "multi_gpu": None if devices >= 2 else f"needs 2 devices, found {devices}",
-        "nightly": None if os.environ.get("HYPOTHESIS_PROFILE") == "nightly" else "runs in `make nightly`",
+        "nightly": None if profiles.is_nightly() else "runs in `make nightly`",
     }
     for item in items:
         for marker, reason in reasons.items():

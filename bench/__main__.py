@@ -28,7 +28,7 @@ BENCHES: dict[str, list[str]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--out-dir", type=Path, default=REPO / "reports" / "runs" / "bench")
+    parser.add_argument("--out-dir", type=Path, default=REPO / "graphsafe-runs" / "bench")
     parser.add_argument("names", nargs="*", help=f"default: all of {', '.join(BENCHES)}")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BENCHES]

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 import graphsafe
-from graphsafe import environment, findings, requirements, sanitizer
+from graphsafe import config, environment, findings, profiles, requirements, sanitizer
 from graphsafe.backends import BACKEND_NAMES, resolve_backend_name
 from graphsafe.case import REGISTRY, Case, CaseFileError, load_case_source
 from graphsafe.errors import BackendUnavailable, CaseError
@@ -41,6 +41,7 @@ from graphsafe.progress import BuildProgress, Progress, format_eta
 from graphsafe.protocol import DEFAULT_REPLAYS
 from graphsafe.records import Result
 from graphsafe.reports import fingerprint as fp_module
+from graphsafe.reports import skipped as skipped_report
 from graphsafe.reports.atomic import ReportWriteError, write_atomic
 from graphsafe.reports.merge import MergeError, Shard, merge_runs, parse_shard
 from graphsafe.reports.render import write_reports
@@ -49,7 +50,6 @@ from graphsafe.reports.results import (
     RunDirError,
     check_written,
     claim_run_dir,
-    default_run_dir,
     read_results,
 )
 from graphsafe.reports.tables import repro_command, searched_sizes
@@ -106,7 +106,7 @@ EXIT_REPORTS_NOT_WRITTEN = 74  # EX_IOERR (sysexits.h): pytest has no such code
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, for SIGTERM too (pytest says 2 for an interrupted session)
 # A stress count above this is a typo or a probe, never a plan: --rebuilds 10**6 is a million captures,
 # already longer than the default deadline. Memory bounds below it come from `runner.check_bounds`.
-MAX_REPEATS = 1_000_000
+MAX_REPEATS = config.MAX_REPEATS
 
 
 def _int_at_least(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -150,17 +150,29 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-def _add_run_arguments(p: argparse.ArgumentParser) -> None:
+_CASE_HELP = "case file or module (default: [tool.graphsafe] cases, else the built-in suite)"
+
+
+def _add_run_arguments(p: argparse.ArgumentParser, settings: config.Settings) -> None:
     p.add_argument(
-        "--backend", choices=BACKEND_NAMES, default="auto", help="auto: the GPU when present, else cpu"
+        "--backend",
+        choices=BACKEND_NAMES,
+        default=settings.backend or "auto",
+        help="auto: the GPU when present, else cpu",
+    )
+    p.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE", help=_CASE_HELP)
+    p.add_argument(
+        "--replays",
+        type=_replay_count,
+        default=settings.replays or DEFAULT_REPLAYS,
+        help="fresh-input replays per pattern",
     )
     p.add_argument(
-        "--case", action="append", default=[], metavar="FILE_OR_MODULE", help="case file or module"
+        "--seed",
+        type=_non_negative_int,
+        default=settings.seed or 0,
+        help="seed of input A (B_i use seed+1+i)",
     )
-    p.add_argument(
-        "--replays", type=_replay_count, default=DEFAULT_REPLAYS, help="fresh-input replays per pattern"
-    )
-    p.add_argument("--seed", type=_non_negative_int, default=0, help="seed of input A (B_i use seed+1+i)")
     p.add_argument("--rebuilds", type=_stress_count, default=0, help="recapture R times after the replays")
     p.add_argument(
         "--live-graphs", type=_stress_count, default=0, help="keep G graphs live, replay interleaved"
@@ -169,7 +181,8 @@ def _add_run_arguments(p: argparse.ArgumentParser) -> None:
         "--report-dir",
         type=Path,
         default=None,
-        help="a new or empty dir (one holding a run's reports is refused); default reports/runs/<time>-<host>/",
+        help="a new or empty dir (one holding a run's reports is refused); default <runs-dir>/<time>-<host>/, "
+        f"runs-dir from [tool.graphsafe] (here: {_shown(settings.runs_dir)})",
     )
     p.add_argument(
         "--jobs",
@@ -216,12 +229,23 @@ def program_name() -> str:
     return "graphsafe" if Path(sys.argv[0]).name == "graphsafe" else f"python -m {__package__}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _shown(path: Path) -> str:
+    """A configured path as the user would type it here: relative to the working directory when below it."""
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def build_parser(settings: config.Settings | None = None) -> argparse.ArgumentParser:
+    """The parser; `settings` ([tool.graphsafe], graphsafe.config) give the defaults that flags override."""
+    settings = settings or config.load()
     parser = argparse.ArgumentParser(prog=program_name(), description="graphsafe: graph-replay safety checks")
+    parser.set_defaults(settings=settings)
     parser.add_argument("--version", action="version", version=f"graphsafe {graphsafe.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     verify = sub.add_parser("verify", help="run cases and write a report")
-    _add_run_arguments(verify)
+    _add_run_arguments(verify, settings)
     verify.add_argument(
         "--shard",
         type=_shard,
@@ -245,7 +269,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--last-failed",
         dest="last_failed",
         action="store_true",
-        help=f"run only the cases that failed in the last run: the newest run folder under {RUNS_ROOT}/ "
+        help=f"run only the cases that failed in the last run: the newest run folder under {_shown(settings.runs_dir)}/ "
         "(the default --report-dir location); all selected cases when it recorded no failure",
     )
     verify.add_argument(
@@ -255,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
         "-q", "--quiet", action="count", default=0, help="print the summary line alone (errors still print)"
     )
     listing = sub.add_parser("list", help="list cases")
-    listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE")
+    listing.add_argument("--case", action="append", default=[], metavar="FILE_OR_MODULE", help=_CASE_HELP)
     listing.add_argument("-k", dest="pattern", default=None, help=_PATTERN_HELP)
     repro = sub.add_parser("repro", help="rerun one case with its recorded seeds and print its table")
     repro.add_argument("name")
@@ -265,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="T=33,K=1",
         help="check a case that declares a size space at these sizes (the summary of a search prints them)",
     )
-    _add_run_arguments(repro)
+    _add_run_arguments(repro, settings)
     repro.add_argument("--markdown", action="store_true", help="counterexample modules: tables as Markdown")
     repro.set_defaults(replays=None)  # a counterexample module's own replay count unless given
     report = sub.add_parser("report", help="report tools")
@@ -277,13 +301,6 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", type=Path)
     nightly = report_sub.add_parser("nightly", help="compare a run with its platform's committed baseline")
     nightly.add_argument("run_dir", type=Path)
-    nightly.add_argument(
-        "--baseline",
-        type=Path,
-        default=None,
-        metavar="PATH",
-        help="a baseline results.csv, or a folder of <platform>.csv baselines (default: reports/baselines)",
-    )
     for p in (compare, nightly):
         p.add_argument(
             "--allow-platform-mismatch",
@@ -309,6 +326,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     baseline = report_sub.add_parser("baseline", help="make a run the committed baseline of its platform")
     baseline.add_argument("run_dir", type=Path)
+    for p in (nightly, baseline):
+        p.add_argument(
+            "--baseline",
+            type=Path,
+            default=settings.baseline,
+            metavar="PATH",
+            help="a folder of <platform>.csv baselines, or one baseline .csv (default: [tool.graphsafe] "
+            f"baseline, here {_shown(settings.baseline)})",
+        )
     return parser
 
 
@@ -386,9 +412,12 @@ def select_cases(sources: list[str], pattern: str | None) -> list[Case]:
     return cases
 
 
-def without_unmet_requirements(cases: list[Case], backend_name: str, quiet: bool = False) -> list[Case]:
+def without_unmet_requirements(
+    cases: list[Case], backend_name: str, quiet: bool = False, skipped: dict[str, str] | None = None
+) -> list[Case]:
     """The cases whose Case.requires this machine and backend meet; each other one is named on stderr with the
-    reason (unless `quiet`), as the pytest plugin skips it."""
+    reason (unless `quiet`), as the pytest plugin skips it, and added to `skipped` (case -> reason: the run's
+    skipped.csv)."""
     backend = resolve_backend_name(backend_name)
     kept = []
     for case in cases:
@@ -396,23 +425,22 @@ def without_unmet_requirements(cases: list[Case], backend_name: str, quiet: bool
         if reason:
             if not quiet:
                 print(f"graphsafe: skipped {case.name}: {reason}", file=sys.stderr)
+            if skipped is not None:
+                skipped[case.name] = reason
         else:
             kept.append(case)
     return kept
 
 
-# Where --lf looks for the last run: the folder that holds the default report dirs.
-RUNS_ROOT = default_run_dir().parent
-
-
-def last_run_dir(root: Path = RUNS_ROOT) -> Path | None:
+def last_run_dir(root: Path) -> Path | None:
     """The newest run folder under `root` (by its results.csv's modification time), None when there is none."""
     runs = [p for p in root.glob("*/results.csv") if p.is_file()] if root.is_dir() else []
     return max(runs, key=lambda p: p.stat().st_mtime).parent if runs else None
 
 
-def last_failed(cases: list[Case], quiet: bool = False, root: Path = RUNS_ROOT) -> list[Case]:
-    """--lf: the cases of `cases` that were not as expected in the last run; all of them (with a note, as
+def last_failed(cases: list[Case], root: Path, quiet: bool = False) -> list[Case]:
+    """--lf: the cases of `cases` that were not as expected in the last run under `root` (the runs folder,
+    [tool.graphsafe] runs-dir: where runs without --report-dir go); all of them (with a note, as
     pytest's --lf does) when there is no last run, it recorded no failure, or none of its failures is among
     `cases`."""
     run = last_run_dir(root)
@@ -559,7 +587,7 @@ def run_verify(
         explain=args.explain,
     )
     try:
-        claim = claim_run_dir(args.report_dir)
+        claim = claim_run_dir(args.report_dir, root=args.settings.runs_dir)
     except RunDirError as exc:
         if started is not None:
             stop_workers(started)
@@ -720,6 +748,7 @@ def run_verify(
                         options=options,
                         notes=report_notes,
                     )
+                    skipped_report.write(run_dir, getattr(args, "skipped", {}))
                 except ReportWriteError as exc:
                     report_errors.append(str(exc))
                 except OSError as exc:
@@ -920,7 +949,13 @@ class _OutputClosed(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        settings = config.load()
+        profiles.check_env()
+    except (config.ConfigError, ValueError) as exc:
+        print(f"graphsafe: error: {exc}", file=sys.stderr)
+        return 2
+    parser = build_parser(settings)
     args = parser.parse_args(argv)
     code = _run_command(args)
     if argv is None and getattr(args, "no_isolate", False) and threading.active_count() > 1:
@@ -992,6 +1027,10 @@ def _check_environment() -> None:
 
 
 def _dispatch(args: argparse.Namespace) -> int:
+    if not getattr(args, "case", True):
+        # No --case: the [tool.graphsafe] cases where the table lists some, else the built-in suite.
+        args.case = list(args.settings.cases)
+        args.settings.put_case_modules_on_path()
     if args.command in ("verify", "repro"):
         _check_environment()
     if args.command == "list":
@@ -1010,7 +1049,7 @@ def _dispatch(args: argparse.Namespace) -> int:
             return _merge(args)
         if args.report_command == "baseline":
             try:
-                emit(f"baseline written: {baseline.update(args.run_dir)}")
+                emit(f"baseline written: {baseline.update(args.run_dir, args.baseline)}")
             except (FileNotFoundError, baseline.RunReadError) as exc:
                 raise UsageError(f"{args.run_dir} is not a finished run directory: {exc}") from exc
             return 0
@@ -1029,7 +1068,7 @@ def _dispatch(args: argparse.Namespace) -> int:
                 markdown=args.markdown,
                 explain=args.explain,
             )
-        args.replays = args.replays or DEFAULT_REPLAYS
+        args.replays = args.replays or args.settings.replays or DEFAULT_REPLAYS
         cases = [c for c in select_cases(args.case, None) if c.name == args.name]
         if not cases:
             raise UsageError(f"no case named {args.name!r}; `graphsafe list` lists them")
@@ -1104,10 +1143,20 @@ def _verify_selection(args: argparse.Namespace) -> tuple[list[Case], str, list[s
             why = f"shard {args.shard} holds none of the {total} selected cases"
             return [], why, [f"no case ran: {why}"], 0
     selected = cases
-    cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet))
+    args.skipped = {}
+    cases = without_unmet_requirements(cases, args.backend, quiet=bool(args.quiet), skipped=args.skipped)
     skipped = len(selected) - len(cases)
     if cases:
-        return (last_failed(cases, quiet=bool(args.quiet)) if args.last_failed else cases), "", [], skipped
+        return (
+            (
+                last_failed(cases, args.settings.runs_dir, quiet=bool(args.quiet))
+                if args.last_failed
+                else cases
+            ),
+            "",
+            [],
+            skipped,
+        )
     backend = resolve_backend_name(args.backend)
     reasons = "; ".join(f"{c.name}: {requirements.unmet(c.requires, backend)}" for c in selected)
     return (

@@ -348,7 +348,9 @@ def measure(
     else:
         bound = threshold * (peak_ref + DENOMINATOR_EPS)
         rule = f"threshold {threshold:g}"
-        allowed = f"up to {bound:.3g} allowed: threshold {threshold:g} x largest expected magnitude {peak_ref:.3g}"
+        allowed = (
+            f"up to {bound:.3g} allowed: threshold {threshold:g} x largest expected magnitude {peak_ref:.3g}"
+        )
     error = "inf (NaN/Inf found)" if math.isinf(comparison.error) else f"{comparison.error:.6g}"
     lines.append(f"error {error}, {rule} (error = largest abs difference / largest abs expected)")
     lines.append(f"Mismatched elements: {_share(comparison.mismatches, a.numel())}")

@@ -294,11 +294,14 @@ def check(
 
 def _explain_leak(rows: list[Row]) -> None:
     """Once the hidden-state probe saw state leak from A, a later eager call that disagrees with the reference
-    shows that leak, not a wrong kernel: those rows say so and share the leak's verdict."""
+    shows that leak, not a wrong kernel: those rows say so and share the leak's verdict. A live-graph row
+    says which graph and round first ("live graph 0/32, round 0: eager vs reference: ..."): under
+    `--live-graphs` the leak's eager mismatch was left as the case's verdict."""
     if not any(r.detail.startswith(LEAK_DETAIL) for r in rows):
         return
     for r in rows:
-        if r.row_verdict == V.EAGER_MISMATCH and r.detail.startswith(EAGER_VS_REFERENCE):
+        live_eager = r.phase == "live" and f": {EAGER_VS_REFERENCE}" in r.detail
+        if r.row_verdict == V.EAGER_MISMATCH and (r.detail.startswith(EAGER_VS_REFERENCE) or live_eager):
             r.row_verdict = V.STALE_REPLAY
             r.detail = "after state leaked from A (hidden-state probe), " + r.detail
             r.detector = HIDDEN_STATE

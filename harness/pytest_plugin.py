@@ -2,11 +2,18 @@
 
     pytest --graphsafe-case my_cases.py [--graphsafe-case other.py] [--graph-backend cpu|gpu|auto]
 
-or, in pytest.ini / pyproject.toml's [tool.pytest.ini_options], `graphsafe_cases = my_cases.py other.py` (paths
-relative to that file). An installed graphsafe registers the plugin through its `pytest11` entry point, named
+or listed once for the repository: `cases = ["my_cases.py"]` in pyproject.toml's [tool.graphsafe] table (the
+table `graphsafe verify` reads, graphsafe.config; its `backend` is --graph-backend's default), or
+`graphsafe_cases = my_cases.py other.py` in pytest.ini / [tool.pytest.ini_options] (paths relative to that
+file). An installed graphsafe registers the plugin through its `pytest11` entry point, named
 `graphsafe.pytest_plugin` like the module (`-p no:graphsafe.pytest_plugin` turns it off), so a conftest.py's
 `pytest_plugins = ["graphsafe.pytest_plugin"]`, needed where PYTEST_DISABLE_PLUGIN_AUTOLOAD is set, is a
 no-op where the entry point already loaded it. This repository's conftest.py loads it from the checkout.
+
+The plugin stays out of the way: nothing of it runs unless asked. --graphsafe-case always collects its cases;
+the configured ones are collected when pytest collects without paths (its testpaths or the working
+directory) or when a path given names a configured case file or a folder holding one, so
+`pytest tests/test_other.py` runs that file alone. Nothing imports torch until cases are collected.
 
 An item runs the differential replay protocol (`graphsafe.check`) on its case and passes when the verdict equals
 the case's `expect`; otherwise it fails with the case's finding in plain text, the same lines `graphsafe verify`
@@ -19,9 +26,11 @@ xdist worker takes one GPU as its current device (worker i of a box with N GPUs 
 Cases that expect `crash` or `timeout` kill or stall the process running them by design, so they run in a
 worker process (graphsafe.runner), as `verify` runs every case; the others run in the pytest process.
 
-The plugin also registers graphsafe's Hypothesis profiles: dev (10 examples), ci (25, derandomized) and
-nightly (500). `HYPOTHESIS_PROFILE=<one of them>` loads it; otherwise the plugin leaves Hypothesis's settings
-as they are (a conftest's `settings.load_profile` or `--hypothesis-profile` chooses).
+The plugin also registers graphsafe's Hypothesis profiles (graphsafe.profiles): graphsafe-dev (10 examples),
+graphsafe-ci (25, derandomized) and graphsafe-nightly (500), when a run names one (HYPOTHESIS_PROFILE or
+--hypothesis-profile) or Hypothesis is imported already; `HYPOTHESIS_PROFILE=<one of them>` loads it.
+Otherwise the plugin neither imports Hypothesis nor touches its settings (a conftest's
+`settings.load_profile` or `--hypothesis-profile` chooses).
 """
 
 from __future__ import annotations
@@ -34,22 +43,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, settings
 
-HYPOTHESIS_PROFILES = {
-    "dev": settings(max_examples=10, deadline=None),
-    "ci": settings(
-        max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
-    ),
-    "nightly": settings(
-        max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
-    ),
-}
-for _name, _profile in HYPOTHESIS_PROFILES.items():
-    settings.register_profile(_name, _profile)
+from graphsafe import config as graphsafe_config
+from graphsafe import profiles
+
+HYPOTHESIS_PROFILES = profiles.NAMES
 # At import, like a conftest.py: hypothesis's --hypothesis-profile (applied at configure time) still wins.
-if os.environ.get("HYPOTHESIS_PROFILE") in HYPOTHESIS_PROFILES:
-    settings.load_profile(os.environ["HYPOTHESIS_PROFILE"])
+if os.environ.get(profiles.ENV) in HYPOTHESIS_PROFILES:
+    from hypothesis import settings
+
+    profiles.register()
+    settings.load_profile(os.environ[profiles.ENV])
 
 PROCESS_KILLING_VERDICTS = ("crash", "timeout")
 MARKER = "graphsafe"
@@ -67,9 +71,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     group.addoption(
         "--graph-backend",
-        default="auto",
-        choices=("auto", "cpu", "gpu"),
-        help="graph backend for graphsafe cases (auto: the GPU when present, else the cpu backend)",
+        default=None,
+        choices=graphsafe_config.BACKENDS,
+        help="graph backend for graphsafe cases (auto: the GPU when present, else the cpu backend; default: "
+        "[tool.graphsafe] backend, else auto)",
     )
     parser.addini(
         "graphsafe_cases",
@@ -79,14 +84,38 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)  # before Hypothesis's own, which loads --hypothesis-profile
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARKER}: a graphsafe case run through the graph-replay protocol")
-    _spread_xdist_workers(config)
+    named = str(config.getoption("hypothesis_profile", None) or "")
+    if named in HYPOTHESIS_PROFILES or "hypothesis" in sys.modules:
+        profiles.register()
 
 
-def _spread_xdist_workers(config: pytest.Config) -> None:
+def _settings(config: pytest.Config) -> graphsafe_config.Settings:
+    """[tool.graphsafe] as found from the invocation directory (read once per session)."""
+    cached = config.stash.get(_SETTINGS_KEY, None)
+    if cached is None:
+        try:
+            cached = graphsafe_config.load(config.invocation_params.dir)
+        except graphsafe_config.ConfigError as exc:
+            raise pytest.UsageError(f"graphsafe: {exc}") from None
+        config.stash[_SETTINGS_KEY] = cached
+    return cached
+
+
+_SETTINGS_KEY = pytest.StashKey[graphsafe_config.Settings]()
+
+
+def _backend_name(config: pytest.Config) -> str:
+    """--graph-backend, else the table's backend, else auto (unresolved)."""
+    return config.getoption("graph_backend") or _settings(config).backend or "auto"
+
+
+def spread_xdist_workers(config: pytest.Config) -> None:
     """Under `pytest -n N`, worker gwI makes GPU I mod (the visible GPUs) its current device, and takes 1/N of
-    the CPU cores for torch's threads."""
+    the CPU cores for torch's threads. Called when a worker collects graphsafe cases (this repository's
+    conftest.py calls it for its own tests), never at start-up: it imports torch."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if not worker.startswith("gw"):
         return
@@ -99,29 +128,77 @@ def _spread_xdist_workers(config: pytest.Config) -> None:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // workers))
     # The current device, not CUDA_VISIBLE_DEVICES: the first torch.cuda.is_available() has initialized the
     # driver, which reads that variable once. The gpu backend runs on torch.cuda.current_device().
-    if config.getoption("graph_backend") != "cpu" and torch.cuda.is_available():
+    if _backend_name(config) != "cpu" and torch.cuda.is_available():
         torch.cuda.set_device(int(worker[2:]) % torch.cuda.device_count())
 
 
-def _case_sources(config: pytest.Config) -> list[str]:
-    """--graphsafe-case values (relative to the invocation directory), then ini ones (relative to the ini file)."""
+def _resolved(source: str, base: Path) -> str:
+    """A file source as an absolute path (relative to `base`); a module name as it is."""
+    path = base / source
+    if source.endswith(".py") or "/" in source or path.exists():
+        return str(path.resolve())
+    return source
+
+
+def _configured_sources(config: pytest.Config) -> list[str]:
+    """The ini's graphsafe_cases (relative to the ini file), then [tool.graphsafe] cases."""
     ini_base = config.inipath.parent if config.inipath else config.rootpath
-    pairs = [(s, config.invocation_params.dir) for s in config.getoption("graphsafe_cases")]
-    pairs += [(s, ini_base) for s in config.getini("graphsafe_cases")]
-    sources: list[str] = []
-    for source, base in pairs:
-        path = base / source
-        if source.endswith(".py") or "/" in source or path.exists():
-            source = str(path.resolve())
-        if source not in sources:
-            sources.append(source)
-    return sources
+    sources = [_resolved(s, ini_base) for s in config.getini("graphsafe_cases")]
+    return list(dict.fromkeys([*sources, *_settings(config).cases]))
+
+
+def _explicit_paths(config: pytest.Config) -> list[Path] | None:
+    """The paths given on the command line, resolved; None when pytest chose them (testpaths or the working
+    directory) because none were given."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return None
+    base = config.invocation_params.dir
+    return [(base / arg.split("::", 1)[0]).resolve() for arg in config.args]
+
+
+def _asked_for(source: str, paths: list[Path] | None) -> bool:
+    """A configured source runs when pytest collects without paths, or a path given is its file or a folder
+    holding it; a module source only in the first case."""
+    if paths is None:
+        return True
+    if not source.startswith(os.sep):
+        return False
+    file = Path(source)
+    return any(file == p or p in file.parents for p in paths)
+
+
+def _case_sources(config: pytest.Config) -> list[str]:
+    """The sources this session collects: --graphsafe-case values (relative to the invocation directory),
+    then the configured ones that were asked for (_asked_for)."""
+    explicit = [_resolved(s, config.invocation_params.dir) for s in config.getoption("graphsafe_cases")]
+    paths = _explicit_paths(config)
+    asked = [s for s in _configured_sources(config) if _asked_for(s, paths)]
+    return list(dict.fromkeys([*explicit, *asked]))
+
+
+def _case_files(config: pytest.Config) -> set[str]:
+    return set(_case_sources(config)) | set(_configured_sources(config))
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     # A case file named test_*.py would be imported twice (as a test module and as a case file), registering
-    # each case twice; the plugin alone collects it.
-    return True if str(collection_path.resolve()) in _case_sources(config) else None
+    # each case twice; the plugin alone collects it, whether or not this session runs its cases.
+    return True if str(collection_path.resolve()) in _case_files(config) else None
+
+
+class _CollectedAsCases(pytest.File):
+    """A case file given as a path on the command line (pytest ignores no path it was given): never imported
+    as a test module; its cases come from pytest_collection_modifyitems like every case source's."""
+
+    def collect(self) -> list[pytest.Item]:
+        return []
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.File | None:
+    if str(module_path.resolve()) in _case_files(parent.config):
+        return _CollectedAsCases.from_parent(parent, path=module_path)
+    return None
 
 
 class CaseSource(pytest.File):
@@ -139,7 +216,7 @@ class CaseSource(pytest.File):
 
 
 class CaseVerdictError(AssertionError):
-    """The case got a verdict other than the one it expects; the message is its summary block."""
+    """The case got a verdict other than the one it expects; the message is its report block, plain text."""
 
 
 class CaseItem(pytest.Item):
@@ -155,7 +232,7 @@ class CaseItem(pytest.Item):
     def _backend(self) -> str:
         from graphsafe.backends import resolve_backend_name
 
-        return resolve_backend_name(self.config.getoption("graph_backend"))
+        return resolve_backend_name(_backend_name(self.config))
 
     def runtest(self) -> None:
         result = run_case(self.case, self._backend(), self.sources)
@@ -241,8 +318,10 @@ def pytest_collection_modifyitems(
     from graphsafe.errors import BackendUnavailable, CaseError
     from graphsafe.requirements import unmet
 
+    spread_xdist_workers(config)
+    _settings(config).put_case_modules_on_path()
     try:
-        backend = resolve_backend_name(config.getoption("graph_backend"))
+        backend = resolve_backend_name(_backend_name(config))
     except BackendUnavailable as exc:
         raise pytest.UsageError(f"graphsafe: {exc}") from exc
     collected: list[CaseItem] = []
@@ -271,7 +350,7 @@ def graph_backend(request: pytest.FixtureRequest) -> str:
     """The resolved backend name ("cpu" or "gpu") that --graph-backend selects, for tests of one's own."""
     from graphsafe.backends import resolve_backend_name
 
-    return resolve_backend_name(request.config.getoption("graph_backend"))
+    return resolve_backend_name(_backend_name(request.config))
 
 
 def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
@@ -291,6 +370,6 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
         if "register(" in text and "Case(" in text:
             hints.append(
                 f"graphsafe: {arg} registers graphsafe cases, which pytest does not collect from a plain path: "
-                f"run `pytest --graphsafe-case {arg}` (or list it in graphsafe_cases in the ini file)"
+                f"run `pytest --graphsafe-case {arg}` (or list it in pyproject.toml's [tool.graphsafe] cases)"
             )
     return hints

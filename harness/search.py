@@ -37,7 +37,7 @@ expects the verdict the search must find. Sizes a case cannot take are rejected 
 inside make_inputs (K <= E, say); they count as neither pass nor failure. So do sizes at which an input
 cannot differ between A and every B (the protocol's CaseError for identical inputs): they are counted.
 
-Budgets (`Budget`: nightly under HYPOTHESIS_PROFILE=nightly, as `make nightly` sets it, else default; each
+Budgets (`Budget`: nightly under HYPOTHESIS_PROFILE=graphsafe-nightly, as `make nightly` sets it, else default; each
 overridable with GRAPHSAFE_SEARCH_EXAMPLES / GRAPHSAFE_SEARCH_SECONDS): sweep and generation stop at their
 counts or the time cap (counted from the end of the first check), whichever comes first, and a passing
 result counts what the cap left unchecked; shrinking a failure found in time may run past the cap, up to
@@ -60,6 +60,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from graphsafe import profiles
 from graphsafe import verdicts as V
 from graphsafe.environment import positive_seconds, whole_number
 from graphsafe.errors import CaseError
@@ -72,7 +73,8 @@ if TYPE_CHECKING:
 DATABASE_ENV = "GRAPHSAFE_SEARCH_DB"
 # The protocol's CaseError for an input that is the same for seed A and a seed B (harness/protocol.py).
 IDENTICAL_INPUTS = "is identical for seeds"
-PROFILE_ENV = "HYPOTHESIS_PROFILE"  # the project's one profile switch (`make nightly` sets it to nightly)
+PROFILE_ENV = profiles.ENV  # the project's one profile switch (`make nightly` sets it to graphsafe-nightly)
+NIGHTLY_PROFILE = profiles.NIGHTLY
 EXAMPLES_ENV = "GRAPHSAFE_SEARCH_EXAMPLES"
 SECONDS_ENV = "GRAPHSAFE_SEARCH_SECONDS"
 
@@ -114,9 +116,9 @@ SWEEP_TIME_SHARE = 0.7
 
 
 def budget_from_env() -> Budget:
-    """The budget of this run: nightly under HYPOTHESIS_PROFILE=nightly, else default (the dev and ci
+    """The budget of this run: nightly under HYPOTHESIS_PROFILE=graphsafe-nightly, else default (the dev and ci
     profiles of the harness's own tests), then the GRAPHSAFE_SEARCH_EXAMPLES / _SECONDS overrides."""
-    budget = PROFILES["nightly" if os.environ.get(PROFILE_ENV) == "nightly" else "default"]
+    budget = PROFILES["nightly" if os.environ.get(PROFILE_ENV) == NIGHTLY_PROFILE else "default"]
     examples = os.environ.get(EXAMPLES_ENV)
     if examples:
         count = whole_number(EXAMPLES_ENV, examples)

@@ -242,9 +242,7 @@ def test_last_failed_reruns_only_the_last_runs_failures(
     assert _verify("-k", "app.slot_cache or app.good or app.partial", cases=cases) == 1
     capsys.readouterr()
     assert _verify("--lf", cases=cases) == 1
-    runs = sorted(
-        (tmp_path / "reports" / "runs").iterdir(), key=lambda p: (p / "results.csv").stat().st_mtime
-    )
+    runs = sorted((tmp_path / "graphsafe-runs").iterdir(), key=lambda p: (p / "results.csv").stat().st_mtime)
     assert len(runs) == 2
     _, statuses = _statuses(runs[-1])
     assert statuses == {"app.slot_cache": "FAIL", "app.partial": "FAIL"}

@@ -115,10 +115,11 @@ def find_browser() -> str | None:
 
 
 def dump_dom(browser: str, page: Path, profile: Path, fragment: str = "") -> str:
-    """The DOM Chromium builds from the page, serialised after the page's script ran; `fragment` is the
-    address's #... part."""
+    """The DOM Chromium builds from the page in a 1280 x 900 window, serialised after the page's script ran;
+    `fragment` is the address's #... part."""
     args = [
         browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--window-size=1280,900",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
         f"--user-data-dir={profile}", "--dump-dom", page.resolve().as_uri() + fragment,
     ]  # fmt: skip
@@ -180,6 +181,32 @@ def test_report_renders_in_headless_chromium(run_dir: Path, tmp_path: Path) -> N
     assert "8 of 8 cases shown" in text  # the script ran
 
 
+# Appended to a copy of the page by the width test: opens every folded section, then records how wide the
+# document is laid out.
+_MEASURE = (
+    "<script>document.querySelectorAll('details').forEach(function (d) { d.open = true; });"
+    "document.body.setAttribute('data-scroll-width', String(document.documentElement.scrollWidth));"
+    "document.body.setAttribute('data-client-width', String(document.documentElement.clientWidth));"
+    "</script></body>"
+)
+
+
+def test_page_fits_a_1280_pixel_window(run_dir: Path, tmp_path: Path) -> None:
+    """Method: the page (a 90-character case name, long details, every folded section opened) laid out by
+    headless Chromium in a 1280-pixel window. Expected: nothing wider than the window (no horizontal
+    scrolling); the case table overflowed it before its cells could wrap."""
+    browser = _browser_or_skip()
+    page = write_html(run_dir)
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.read_text().replace("</body>", _MEASURE))
+    dom_text = dump_dom(browser, probe, tmp_path / "p-width")
+    scroll = re.search(r'data-scroll-width="(\d+)"', dom_text)
+    client = re.search(r'data-client-width="(\d+)"', dom_text)
+    assert scroll and client, "the measuring script did not run"
+    assert 1200 <= int(client.group(1)) <= 1280  # the window, less a vertical scrollbar
+    assert int(scroll.group(1)) <= int(client.group(1)), f"{scroll.group(1)} px wide in a 1280 px window"
+
+
 def _case_rows(dom_text: str) -> list[tuple[str, bool]]:
     """(case, hidden) of each row of the case table, in DOM order."""
     table = re.search(r'<table id="cases".*?</table>', dom_text, re.S)
@@ -238,6 +265,25 @@ def test_page_escapes_case_names_and_details(run_dir: Path) -> None:
     markup = render_html(df, {})
     assert "<b>evil</b>" not in markup and "<script>alert" not in markup
     assert "&lt;b&gt;evil&lt;/b&gt;" in markup
+
+
+def test_a_users_run_shows_only_sections_with_content() -> None:
+    """A user's run: their own cases, one failing, no negative control and no platform case. Expected: no
+    "0 negative controls caught", no conformance heading or placeholder; the failure before the case table,
+    and first in it."""
+    import pandas as pd
+
+    rows = [
+        *rows_of("user.silu", "user", "pass", "pass", ["0.0", "0.0", "0.0"]),
+        *rows_of("user.scale_cached", "user", "stale_replay", "pass", ["0.4", "0.3", "0.5"]),
+    ]
+    markup = render_html(pd.DataFrame([{k: str(r.get(k, "")) for k in COLUMNS} for r in rows]), {})
+    markup = markup[markup.index("<body>") :]  # the page, not its stylesheet
+    assert "negative controls caught" not in markup and "conformance" not in markup.lower()
+    assert "1 ok" in markup and "1 FAIL" in markup
+    assert markup.index("Failures (1)") < markup.index('id="cases"')
+    table = markup[markup.index('id="cases"') :]
+    assert table.index("user.scale_cached") < table.index("user.silu")
 
 
 def test_empty_run_still_renders() -> None:

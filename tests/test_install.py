@@ -10,6 +10,13 @@ site-packages.
 The user's case file has a correct op, its negative control (a Python-side cache frozen at input A: expects and
 gets `stale_replay`) and the same buggy op claiming `pass`, which must fail: a run where everything passed
 could not tell a working install from one that checks nothing.
+
+A second user repository adopts graphsafe the way the README tells: its own `harness`, `kernels` and `cases`
+packages, a pyproject.toml whose [tool.graphsafe] table lists its case file and its baseline folder, and a
+plain test of its own. There `graphsafe --version` works, `graphsafe verify` with no --case runs the table's
+cases (a module caching a tensor in an attribute fails), verify -> report baseline -> report nightly leaves
+site-packages byte for byte as installed, and `pytest tests/test_plain.py` runs that file alone without
+importing torch at start-up.
 """
 
 from __future__ import annotations
@@ -92,6 +99,78 @@ register(Case(name="user_scale_cached_control", make_inputs=make_inputs, op=kern
               expect="stale_replay"))
 register(Case(name="user_scale_cached_claims_pass", make_inputs=make_inputs, op=kernels.scale_cached,
               expect="pass"))
+"""
+
+# The adopting repository: its own generic top-level packages, a table, a plain test.
+ADOPTER_KERNELS = '''
+"""The adopter's own kernels package."""
+import torch
+
+OWNER = "adopter"
+
+
+def silu(x):
+    return x * torch.sigmoid(x)
+
+
+class CachedScale(torch.nn.Module):
+    """The bug: the weight's scale is computed on the first call and kept in an attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self._slot_cache = None
+
+    def forward(self, x, w):
+        if self._slot_cache is None:
+            self._slot_cache = w.abs().max()
+        return x * self._slot_cache
+'''
+
+ADOPTER_CASES = """
+import torch
+
+import cases
+import harness
+import kernels
+from graphsafe import Case, register
+
+# graphsafe shadows none of the adopter's packages.
+assert (harness.OWNER, kernels.OWNER, cases.OWNER) == ("adopter",) * 3, (harness.__file__, kernels.__file__)
+
+
+def make_inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(64, generator=g).to(device), "w": torch.randn(64, generator=g).to(device)}
+
+
+def silu_inputs(seed, device):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(256, generator=g).to(device)}
+
+
+register(Case(name="adopter_silu", make_inputs=silu_inputs, op=kernels.silu,
+              reference=lambda x: torch.nn.functional.silu(x.double()).to(x.dtype)))
+register(Case(name="adopter_scale_fixed", make_inputs=make_inputs, op=lambda x, w: x * w.abs().max()))
+register(Case(name="adopter_attribute_cache", make_inputs=make_inputs, op=kernels.CachedScale()))
+"""
+
+ADOPTER_PYPROJECT = """
+[project]
+name = "adopter"
+version = "1.0"
+
+[tool.graphsafe]
+cases = ["graph_cases.py"]
+backend = "cpu"
+baseline = "ci/graphsafe-baselines"
+"""
+
+ADOPTER_PLAIN_TEST = """
+import sys
+
+
+def test_plain():
+    assert "torch" not in sys.modules, "torch was imported at pytest start-up"
 """
 
 EXPECTED_USER_VERDICTS = {
@@ -208,6 +287,20 @@ def user_repo(workdir: Path) -> Path:
     return repo
 
 
+@pytest.fixture(scope="module")
+def adopter_repo(workdir: Path) -> Path:
+    repo = workdir / "adopter_repo"
+    for package in ("harness", "kernels", "cases"):
+        (repo / package).mkdir(parents=True)
+        (repo / package / "__init__.py").write_text('OWNER = "adopter"\n')
+    (repo / "kernels" / "__init__.py").write_text(ADOPTER_KERNELS)
+    (repo / "graph_cases.py").write_text(ADOPTER_CASES)
+    (repo / "pyproject.toml").write_text(ADOPTER_PYPROJECT)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_plain.py").write_text(ADOPTER_PLAIN_TEST)
+    return repo
+
+
 def _checkout_files(folder: str, suffixes: tuple[str, ...]) -> set[str]:
     root = REPO_ROOT / folder
     return {
@@ -287,7 +380,8 @@ def test_pytest_plugin_runs_the_users_cases_from_its_entry_point(
     failed = {name for name, case in results.items() if case.find("failure") is not None}
     assert failed == {"user_scale_cached_claims_pass"}
     failure = results["user_scale_cached_claims_pass"].find("failure")
-    assert failure is not None and "user_scale_cached_claims_pass: stale_replay, expected pass" in (failure.text or "")
+    assert failure is not None
+    assert "user_scale_cached_claims_pass: stale_replay, expected pass" in (failure.text or "")
 
 
 @pytest.mark.slow
@@ -349,3 +443,94 @@ def test_editable_install_serves_graphsafe_as_the_checkout(checkout_copy: Path, 
     assert "control_python_cached_value" in listing.stdout
     version = _ok(_run([str(python.parent / "graphsafe"), "--version"], workdir, env)).stdout
     assert re.fullmatch(r"graphsafe \d+\.\d+\.\d+\S*\n", version), version
+
+
+def _site_packages(installed: Path) -> Path:
+    return next((installed.parent / "lib").glob("python*/site-packages"))
+
+
+def _snapshot(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under `folder` with its size and modification time (compiled bytecode included)."""
+    return {
+        str(p.relative_to(folder)): (p.stat().st_size if p.is_file() else -1, p.stat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
+
+
+@pytest.mark.slow
+def test_an_adopting_repository_runs_its_table_and_writes_only_there(
+    installed: Path, adopter_repo: Path, workdir: Path
+) -> None:
+    """Method: in the adopter's repository, `graphsafe --version`; `graphsafe verify` with no --case nor
+    --report-dir; a passing run (-k) into a report folder, `report baseline` (no --baseline: the table's),
+    a second passing run and `report nightly`; site-packages snapshotted before and after.
+    Expected: the version line; the table's three cases run, into graphsafe-runs/ under the repository; the
+    attribute-caching module gets stale_replay where it claims pass (exit 1); the passing run ends with its
+    summary line; the baseline lands in the table's folder; the nightly finds no regression; not one file
+    under site-packages was added, removed or changed."""
+    env = _clean_env(workdir)
+    graphsafe = str(installed / "graphsafe")
+    version = _ok(_run([graphsafe, "--version"], adopter_repo, env)).stdout
+    assert re.fullmatch(r"graphsafe \d+\.\d+\.\d+\S*\n", version), version
+    site_packages = _site_packages(installed)
+    before = _snapshot(site_packages)
+
+    failing = _ok(_run([graphsafe, "verify"], adopter_repo, env), returncode=1)
+    (run_dir,) = (adopter_repo / "graphsafe-runs").iterdir()
+    assert _verdicts(run_dir / "results.csv") == {
+        "adopter_silu": ("pass", "pass"),
+        "adopter_scale_fixed": ("pass", "pass"),
+        "adopter_attribute_cache": ("stale_replay", "pass"),
+    }
+    assert "2 as expected, 1 not, of 3 cases" in failing.stdout
+
+    passing = _ok(
+        _run([graphsafe, "verify", "-k", "not attribute", "--report-dir", "night1"], adopter_repo, env)
+    )
+    assert passing.stdout.rstrip().splitlines()[-2:] == ["2 as expected, 0 not, of 2 cases", "report: night1"]
+    written = _ok(_run([graphsafe, "report", "baseline", "night1"], adopter_repo, env)).stdout
+    baseline_file = adopter_repo / "ci" / "graphsafe-baselines" / "cpu.csv"
+    assert baseline_file.is_file() and str(baseline_file.relative_to(adopter_repo)) in written, written
+    _ok(_run([graphsafe, "verify", "-k", "not attribute", "--report-dir", "night2"], adopter_repo, env))
+    nightly = _ok(_run([graphsafe, "report", "nightly", "night2"], adopter_repo, env))
+    assert "no regression" in nightly.stdout
+
+    after = _snapshot(site_packages)
+    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    assert (sorted(after.keys() - before.keys()), sorted(before.keys() - after.keys()), changed) == (
+        [],
+        [],
+        [],
+    )
+
+
+@pytest.mark.slow
+def test_pytest_in_an_adopting_repository_runs_only_the_file_given_without_torch(
+    installed: Path, adopter_repo: Path, workdir: Path
+) -> None:
+    """Method: `pytest tests/test_plain.py` with the venv's python under -X importtime, graphsafe's plugin
+    loaded from its entry point and the table listing the case file. Expected: that one test runs (its own
+    assertion: torch not in sys.modules), none of the table's cases; pytest's header lists graphsafe's
+    plugin and the import log has no torch. Then `pytest` without paths collects the table's cases as well."""
+    env = _clean_env(workdir)
+    python = str(installed / "python")
+    command = [
+        python,
+        "-X",
+        "importtime",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "tests/test_plain.py",
+    ]
+    run = _ok(_run(command, adopter_repo, env))
+    assert "collected 1 item" in run.stdout and "1 passed" in run.stdout, run.stdout
+    assert "adopter_silu" not in run.stdout, run.stdout
+    assert re.search(r"^plugins: .*\bgraphsafe-\d", run.stdout, re.M), run.stdout  # the plugin is loaded
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}
+    listing = _ok(_run([python, "-m", "pytest", "-p", "no:cacheprovider", "--co", "-q"], adopter_repo, env))
+    collected = sorted(line.rsplit("::", 1)[-1] for line in listing.stdout.splitlines() if "::" in line)
+    assert collected == ["adopter_attribute_cache", "adopter_scale_fixed", "adopter_silu", "test_plain"]

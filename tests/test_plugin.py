@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -142,11 +143,14 @@ def test_unloadable_case_file_is_a_usage_error(tmp_path: Path) -> None:
 
 
 def test_hypothesis_profiles_ship_with_the_plugin() -> None:
-    """Method: read the profiles the plugin registered. Expected: dev, ci and nightly with their budgets."""
-    assert set(pytest_plugin.HYPOTHESIS_PROFILES) == {"dev", "ci", "nightly"}
-    assert settings.get_profile("dev").max_examples == 10
-    assert settings.get_profile("ci").max_examples == 25 and settings.get_profile("ci").derandomize
-    assert settings.get_profile("nightly").max_examples == 500
+    """Method: read the profiles the plugin registered. Expected: graphsafe-dev, graphsafe-ci and
+    graphsafe-nightly with their budgets, under graphsafe's prefix so a user's own `dev`, `ci` or `nightly`
+    profile is never replaced."""
+    assert set(pytest_plugin.HYPOTHESIS_PROFILES) == {"graphsafe-dev", "graphsafe-ci", "graphsafe-nightly"}
+    assert settings.get_profile("graphsafe-dev").max_examples == 10
+    ci = settings.get_profile("graphsafe-ci")
+    assert ci.max_examples == 25 and ci.derandomize
+    assert settings.get_profile("graphsafe-nightly").max_examples == 500
 
 
 def test_cli_k_takes_pytest_expressions_over_names_and_families() -> None:
@@ -188,6 +192,25 @@ def test_cpu_requirement_is_met_by_the_cpu_backend_only() -> None:
     assert unmet(("cpu",), "gpu") == "requires cpu: the run uses the gpu backend"
 
 
+def test_import_requirement_names_a_missing_or_too_old_library() -> None:
+    """`import:X` is met where X imports (a module found without importing it, or an attribute); otherwise the
+    reason names the library, and for a missing attribute its installed version."""
+    from graphsafe.errors import CaseError
+    from graphsafe.requirements import unmet, validate
+
+    assert validate("t", ("import:json.decoder.JSONDecoder",)) == ("import:json.decoder.JSONDecoder",)
+    assert unmet(("import:json",), "cpu") is None
+    assert unmet(("import:json.decoder.JSONDecoder.decode",), "gpu") is None
+    assert unmet(("import:graphsafe_no_such_lib",), "cpu") == (
+        "requires import:graphsafe_no_such_lib: graphsafe_no_such_lib is not installed"
+    )
+    assert unmet(("import:pytest.no_such_feature",), "cpu") == (
+        f"requires import:pytest.no_such_feature: pytest {pytest.__version__} has no no_such_feature"
+    )
+    with pytest.raises(CaseError, match=r"import:<module or module\.attribute>"):
+        validate("t", ("import:not a module",))
+
+
 def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
     """Method: `graphsafe verify --backend cpu` on the case file's fix and its sm_90 case. Expected: the
     sm_90 case is named as skipped with its reason on stderr and is absent from results.csv; the fix runs."""
@@ -201,6 +224,10 @@ def test_cli_skips_a_case_whose_requirements_are_unmet(tmp_path: Path) -> None:
     assert "graphsafe: skipped scale_needs_h100: requires gpu: the run uses the cpu backend" in run.stderr
     with (report / "results.csv").open() as f:
         assert {row["case"] for row in csv.DictReader(f)} == {"scale_fixed"}
+    with (report / "skipped.csv").open() as f:  # listed with the reason, for the nightly comparison
+        assert [(r["case"], r["reason"]) for r in csv.DictReader(f)] == [
+            ("scale_needs_h100", "requires gpu: the run uses the cpu backend")
+        ]
 
 
 def test_module_source_and_a_crash_control_run_in_a_worker_process(tmp_path: Path) -> None:
@@ -220,3 +247,69 @@ def test_module_source_and_a_crash_control_run_in_a_worker_process(tmp_path: Pat
     run = _pytest(repo, "--graphsafe-case", "userpkg.crashy", "-q", import_root=repo)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "2 passed" in run.stdout
+
+
+OTHER_TEST = """
+import sys
+
+
+def test_other():
+    assert True
+
+
+def test_no_torch_at_start_up():
+    assert "torch" not in sys.modules, "torch was imported before this test module"
+"""
+
+
+def _configured_repo(tmp_path: Path) -> Path:
+    """A user repository whose pyproject.toml lists its case file in [tool.graphsafe], beside a plain test."""
+    repo = _user_repo(tmp_path)
+    (repo / "tests").mkdir()
+    (repo / "tests" / "test_other.py").write_text(OTHER_TEST)
+    (repo / "pyproject.toml").write_text('[tool.graphsafe]\ncases = ["my_cases.py"]\nbackend = "cpu"\n')
+    return repo
+
+
+def test_configured_cases_run_only_when_asked(tmp_path: Path) -> None:
+    """Method: pytest in a repository whose [tool.graphsafe] lists its case file: without paths, with a plain
+    test file, with the case file's path, with the repository folder. Expected: the cases are collected
+    without paths, with the case file and with the folder holding it; `pytest tests/test_other.py` collects
+    that file alone."""
+    repo = _configured_repo(tmp_path)
+    cases = ["scale_cached_claims_pass", "scale_cached_control", "scale_fixed", "scale_needs_h100"]
+    others = ["test_no_torch_at_start_up", "test_other"]
+    assert _collected(_pytest(repo, "--collect-only", "-q")) == sorted(cases + others)
+    assert _collected(_pytest(repo, "--collect-only", "-q", "tests/test_other.py")) == others
+    assert _collected(_pytest(repo, "--collect-only", "-q", "my_cases.py")) == cases
+    assert _collected(_pytest(repo, "--collect-only", "-q", ".")) == sorted(cases + others)
+
+
+def test_configured_cases_reach_xdist_workers_outside_testpaths(tmp_path: Path) -> None:
+    """Method: testpaths = ["tests"] (the case file lies outside it) and `pytest -n 2` without paths.
+    Expected: the case runs in a worker, as without -n: a worker gets the controller's command line (no
+    paths), not its testpaths as paths, so it decides as the controller would."""
+    repo = _configured_repo(tmp_path)
+    (repo / "pyproject.toml").write_text(
+        '[tool.graphsafe]\ncases = ["my_cases.py"]\nbackend = "cpu"\n\n'
+        '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
+    )
+    run = _pytest(repo, "-n", "2", "-q", "-k", "scale_fixed or (test_other and not torch)")
+    assert run.returncode == 0 and "2 passed" in run.stdout, run.stdout + run.stderr
+
+
+def test_pytest_start_up_imports_no_torch(tmp_path: Path) -> None:
+    """Method: run a plain test file of a configured repository under `python -X importtime`, the test itself
+    asserting torch is absent from sys.modules. Expected: both pass, and the import log shows graphsafe's
+    plugin loaded but no torch: a pytest run that asks nothing of graphsafe does not pay torch's import."""
+    repo = _configured_repo(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    command = [sys.executable, "-X", "importtime", "-m", "pytest", "-p", "no:cacheprovider", "-v"]
+    run = subprocess.run(
+        [*command, "tests/test_other.py"], cwd=repo, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    # The plugin is loaded (pytest imports it through its assertion rewriter, which the log does not show).
+    assert re.search(r"^plugins: .*\bgraphsafe-\d", run.stdout, re.M), run.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if "|" in line}
+    assert not {m for m in imported if m == "torch" or m.startswith("torch.")}

@@ -4,7 +4,7 @@ failing case shows up under its own name.
 Each item runs the same protocol as `graphsafe verify` and asserts the case's verdict equals its
 expectation; `-n auto` spreads them over workers. Cases that expect `crash` or `timeout` kill or stall the
 process running them by design, so they go through the isolated runner (a worker process) instead of this
-one. GPU-only cases register only where a GPU exists.
+one. A case whose `requires` this machine and backend do not meet skips with the reason, as `verify` skips it.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from graphsafe import REGISTRY, Result, check
+from graphsafe.requirements import unmet
 from graphsafe.runner import RunOptions, run_isolated
 from graphsafe.suites import default_suites, load_default_suites
 
@@ -27,6 +28,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def test_case_gets_expected_verdict(case_name: str, graph_backend: str) -> None:
     """Method: the differential replay protocol. Expected: the verdict the case declares."""
     case = REGISTRY.get(case_name)
+    reason = unmet(case.requires, graph_backend)
+    if reason:
+        pytest.skip(reason)
     if case.expect in PROCESS_KILLING_VERDICTS:
         results: list[Result] = []
         run_isolated(

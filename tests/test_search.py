@@ -192,13 +192,17 @@ def test_strategy_dimensions_and_rejected_sizes() -> None:
 
 
 def test_budget_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make nightly` runs this test under the nightly profile: start from none.
+    monkeypatch.delenv(S.PROFILE_ENV, raising=False)
     assert S.budget_from_env() == S.PROFILES["default"]
-    monkeypatch.setenv(S.PROFILE_ENV, "nightly")
+    monkeypatch.setenv(S.PROFILE_ENV, "nightly")  # a user's own profile of that name is not graphsafe's
+    assert S.budget_from_env() == S.PROFILES["default"]
+    monkeypatch.setenv(S.PROFILE_ENV, "graphsafe-nightly")
     assert S.budget_from_env().examples == S.PROFILES["nightly"].examples
     monkeypatch.setenv(S.EXAMPLES_ENV, "7")
     monkeypatch.setenv(S.SECONDS_ENV, "2.5")
     assert dataclasses.astuple(S.budget_from_env())[:3] == (7, 21, 2.5)
-    monkeypatch.setenv(S.PROFILE_ENV, "ci")
+    monkeypatch.setenv(S.PROFILE_ENV, "graphsafe-ci")
     assert S.budget_from_env().examples == 7
     for env, value in ((S.EXAMPLES_ENV, "0"), (S.SECONDS_ENV, "nan")):
         monkeypatch.setenv(env, value)

@@ -8,7 +8,7 @@ the next. Expected: each bug found at least as often as reports/performance.md (
 and the default split of the counts finding the hard bugs at least as often as 150 sweep points with 50
 examples (the split it replaced). The table for that row is printed:
 
-    HYPOTHESIS_PROFILE=nightly python -m pytest tests/test_search_power.py -s -p no:cacheprovider
+    HYPOTHESIS_PROFILE=graphsafe-nightly python -m pytest tests/test_search_power.py -s -p no:cacheprovider
 """
 
 from __future__ import annotations

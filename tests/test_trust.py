@@ -88,6 +88,17 @@ def test_trust_control_is_caught(name: str, verdict: str) -> None:
     assert result.verdict == verdict, result.detail
 
 
+def test_leak_keeps_its_verdict_under_the_nightly_stress_counts() -> None:
+    """Method: the leaking control with a reference under `make nightly`'s counts (8 replays, 20 rebuilds,
+    32 live graphs). Failure scenario: a live graph's eager-vs-reference row carries a "live graph g/G, round
+    r: " prefix, was not recognised as the leak's, and made the case eager_mismatch.
+    Expected: stale_replay, as with the default counts."""
+    result = check(
+        REGISTRY.get("control_first_call_cache_with_reference"), "cpu", replays=8, rebuilds=20, live_graphs=32
+    )
+    assert result.verdict == "stale_replay", result.detail
+
+
 @pytest.mark.parametrize("name", FIXED)
 def test_trust_fixed_twin_passes(name: str) -> None:
     result = check(REGISTRY.get(name), "cpu")

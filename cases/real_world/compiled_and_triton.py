@@ -9,7 +9,8 @@
   (torch/_inductor/cudagraph_trees.py, _allocate_and_copy_recording_inputs). The harness's warm-up is the
   first call, its capture the second: the synchronize lands inside the harness's capture. Expected
   `capture_sync` (nesting a reduce-overhead function inside another graph is not supported; call it
-  directly). GPU only: on CPU tensors inductor builds no CUDA graph.
+  directly). GPU only (`requires=("gpu",)`, skipped with that reason elsewhere): on CPU tensors inductor
+  builds no CUDA graph.
 - `triton_*`: a Triton kernel launched with a grid fixed on the host (`pass`) and its negative control whose
   grid is sized by a host read of device data (`capture_sync`). GPU only (Triton targets CUDA and ROCm).
 """
@@ -23,7 +24,6 @@ from typing import Any
 import torch
 
 from graphsafe import Case, register
-from graphsafe.cases.real_world import SKIPPED
 
 ROWS, COLS = 64, 128
 
@@ -102,47 +102,35 @@ register(
 )
 
 
-def _register_gpu_cases() -> None:
-    register(
-        Case(
-            name="compile_reduce_overhead_gpu",
-            make_inputs=_matrices,
-            op=compile_reduce_overhead,
-            expect="capture_sync",
-            requires=("gpu",),
-            note="expected capture_sync: cudagraph trees record their own CUDA graph on the second call after "
-            "torch.cuda.synchronize() (torch/_inductor/cudagraph_trees.py, _allocate_and_copy_recording_inputs), "
-            "which is the harness's capture",
-        )
+register(
+    Case(
+        name="compile_reduce_overhead_gpu",
+        make_inputs=_matrices,
+        op=compile_reduce_overhead,
+        expect="capture_sync",
+        requires=("gpu",),
+        note="expected capture_sync: cudagraph trees record their own CUDA graph on the second call after "
+        "torch.cuda.synchronize() (torch/_inductor/cudagraph_trees.py, _allocate_and_copy_recording_inputs), "
+        "which is the harness's capture",
     )
-    register(
-        Case(
-            name="triton_scale_add",
-            make_inputs=_matrices,
-            op=triton_scale_add,
-            requires=("gpu",),
-            note="expected pass: the grid comes from the tensor's shape (host metadata); the kernel reads x and y "
-            "from the static buffers and writes every element of out",
-        )
+)
+register(
+    Case(
+        name="triton_scale_add",
+        make_inputs=_matrices,
+        op=triton_scale_add,
+        requires=("gpu", "import:triton"),
+        note="expected pass: the grid comes from the tensor's shape (host metadata); the kernel reads x and y "
+        "from the static buffers and writes every element of out",
     )
-    register(
-        Case(
-            name="triton_scale_add_host_sized_grid",
-            make_inputs=_matrices,
-            op=triton_scale_add_host_sized,
-            expect="capture_sync",
-            requires=("gpu",),
-            note="expected capture_sync: int((x > 0).sum()) copies a device value to the host to size the grid",
-        )
+)
+register(
+    Case(
+        name="triton_scale_add_host_sized_grid",
+        make_inputs=_matrices,
+        op=triton_scale_add_host_sized,
+        expect="capture_sync",
+        requires=("gpu", "import:triton"),
+        note="expected capture_sync: int((x > 0).sum()) copies a device value to the host to size the grid",
     )
-
-
-# GPU-only cases register where a GPU is visible (requires= names what they need; `verify` lists only
-# registered cases) and say why they are absent elsewhere.
-if not torch.cuda.is_available():
-    SKIPPED[f"{__name__}:gpu"] = (
-        "compile_reduce_overhead_gpu, triton_scale_add and triton_scale_add_host_sized_grid need a GPU "
-        "(Triton kernels; CUDA graph trees): not registered without one"
-    )
-else:
-    _register_gpu_cases()
+)

@@ -12,10 +12,12 @@ from __future__ import annotations
 import torch
 
 from graphsafe import Case, register
-from graphsafe.cases.real_world import installed_library
 
 # Imported by the ops on their first call (in the worker that runs them), not here: every process that loads
-# the suites would pay torch_geometric's import (installed_library says how long).
+# the suites would pay torch_geometric's import (6-7 s on the H200, most of it torch._dynamo and sympy,
+# reports/performance.md). `import:torch_geometric` looks it up without importing it; where it is missing the
+# cases are skipped with that reason.
+REQUIRES = ("import:torch_geometric",)
 
 NODES, EDGES, CHANNELS = 12, 48, 8
 
@@ -73,49 +75,53 @@ _SAFE = (
 _ATOMICS = (
     "; replay_tolerance 1e-5: CUDA scatter_add_ on a 2-D float source sums with atomicAdd in varying order"
 )
-if installed_library("torch_geometric", __name__):
-    register(
-        Case(
-            name="pyg_scatter_sum_inferred_size",
-            make_inputs=_edges,
-            op=scatter_sum_inferred,
-            expect="capture_sync",
-            note=_SYNC,
-        )
+register(
+    Case(
+        name="pyg_scatter_sum_inferred_size",
+        make_inputs=_edges,
+        requires=REQUIRES,
+        op=scatter_sum_inferred,
+        expect="capture_sync",
+        note=_SYNC,
     )
-    register(
-        Case(
-            name="pyg_scatter_sum_dim_size",
-            make_inputs=_edges,
-            op=scatter_sum_sized,
-            replay_tolerance=1e-5,
-            note=_SAFE + _ATOMICS,
-        )
+)
+register(
+    Case(
+        name="pyg_scatter_sum_dim_size",
+        make_inputs=_edges,
+        requires=REQUIRES,
+        op=scatter_sum_sized,
+        replay_tolerance=1e-5,
+        note=_SAFE + _ATOMICS,
     )
-    register(
-        Case(
-            name="pyg_scatter_mean_dim_size",
-            make_inputs=_edges,
-            op=scatter_mean_sized,
-            replay_tolerance=1e-5,
-            note=_SAFE + _ATOMICS,
-        )
+)
+register(
+    Case(
+        name="pyg_scatter_mean_dim_size",
+        make_inputs=_edges,
+        requires=REQUIRES,
+        op=scatter_mean_sized,
+        replay_tolerance=1e-5,
+        note=_SAFE + _ATOMICS,
     )
-    register(
-        Case(
-            name="pyg_softmax_inferred_num_nodes",
-            make_inputs=_edges,
-            op=softmax_inferred,
-            expect="capture_sync",
-            note=_SYNC,
-        )
+)
+register(
+    Case(
+        name="pyg_softmax_inferred_num_nodes",
+        make_inputs=_edges,
+        requires=REQUIRES,
+        op=softmax_inferred,
+        expect="capture_sync",
+        note=_SYNC,
     )
-    register(
-        Case(
-            name="pyg_softmax_num_nodes",
-            make_inputs=_edges,
-            op=softmax_sized,
-            replay_tolerance=1e-5,
-            note=_SAFE + _ATOMICS,
-        )
+)
+register(
+    Case(
+        name="pyg_softmax_num_nodes",
+        make_inputs=_edges,
+        requires=REQUIRES,
+        op=softmax_sized,
+        replay_tolerance=1e-5,
+        note=_SAFE + _ATOMICS,
     )
+)

@@ -9,20 +9,14 @@ in the same state before every call, so A, each B and eager B decode from the sa
 from __future__ import annotations
 
 import functools
-import importlib
 
 import torch
 
 from graphsafe import Case, register
-from graphsafe.cases.real_world import lacks_feature, optional_library
 
-transformers = optional_library("transformers", __name__)
-if transformers is not None and not hasattr(
-    importlib.import_module("transformers.cache_utils").StaticLayer, "crop"
-):
-    # transformers 5.17 (the H200 image's) has no StaticLayer.crop: the rewind each call ends with.
-    lacks_feature(__name__, transformers, "StaticLayer.crop")
-    transformers = None
+# transformers is imported by the ops on their first call. transformers 5.17 (the H200 image's) has no
+# StaticLayer.crop, the rewind each call ends with: where it is missing the cases are skipped, naming it.
+REQUIRES = ("import:transformers.cache_utils.StaticLayer.crop",)
 
 PROMPT, VOCAB, MAX_CACHE = 8, 128, 32
 
@@ -84,25 +78,26 @@ _NOTE = (
     "position_ids and the fixed max_cache_len (masking_utils.create_causal_mask): fixed shapes, device-side "
     "state, no host read. The static cache was built for torch.compile with CUDA graphs"
 )
-if transformers is not None:
-    for attention in ("sdpa", "eager"):
-        register(
-            Case(
-                name=f"transformers_llama_decode_static_cache_{attention}",
-                make_inputs=_next_token,
-                op=functools.partial(decode_step, attention),
-                static_inputs=("position_ids",),
-                note=f"{_NOTE}; attention implementation {attention!r}",
-            )
-        )
+for attention in ("sdpa", "eager"):
     register(
         Case(
-            name="transformers_llama_decode_static_cache_implicit_positions",
+            name=f"transformers_llama_decode_static_cache_{attention}",
             make_inputs=_next_token,
-            op=decode_step_implicit_positions,
+            op=functools.partial(decode_step, attention),
             static_inputs=("position_ids",),
-            note=f"{_NOTE}; without position_ids, models/llama/modeling_llama.py LlamaModel.forward adds "
-            "cache.get_seq_length() to an arange, and StaticLayer.get_seq_length returns the device tensor "
-            "cumulative_length (no int()): still no host read",
+            requires=REQUIRES,
+            note=f"{_NOTE}; attention implementation {attention!r}",
         )
     )
+register(
+    Case(
+        name="transformers_llama_decode_static_cache_implicit_positions",
+        make_inputs=_next_token,
+        op=decode_step_implicit_positions,
+        static_inputs=("position_ids",),
+        requires=REQUIRES,
+        note=f"{_NOTE}; without position_ids, models/llama/modeling_llama.py LlamaModel.forward adds "
+        "cache.get_seq_length() to an arange, and StaticLayer.get_seq_length returns the device tensor "
+        "cumulative_length (no int()): still no host read",
+    )
+)

@@ -14,9 +14,10 @@ import functools
 import torch
 
 from graphsafe import Case, register
-from graphsafe.cases.real_world import SKIPPED, optional_library
+from graphsafe.cases.real_world import SKIPPED
 
-transformers = optional_library("transformers", __name__)
+# transformers is imported by the ops on their first call; where it is missing the cases are skipped.
+REQUIRES = ("import:transformers",)
 
 TOKENS, HIDDEN, INTERMEDIATE, EXPERTS, TOP_K = 16, 64, 32, 4, 2
 
@@ -62,45 +63,45 @@ def _register(implementation: str, dtype: torch.dtype, expect: str, note: str) -
             make_inputs=functools.partial(_hidden, dtype),
             op=functools.partial(_moe, implementation, dtype),
             expect=expect,
+            requires=REQUIRES,
             note=f"expected {expect}: {note}",
         )
     )
 
 
-if transformers is not None:
-    _register(
-        "eager",
-        torch.float32,
-        "capture_sync",
-        "transformers/models/mixtral/modeling_mixtral.py MixtralExperts.forward: "
-        "`expert_hit = torch.greater(expert_mask.sum(...), 0).nonzero()` then a Python loop over the hit experts "
-        "(`if expert_idx == self.num_experts` is a host read); nonzero sizes its output on the host",
+_register(
+    "eager",
+    torch.float32,
+    "capture_sync",
+    "transformers/models/mixtral/modeling_mixtral.py MixtralExperts.forward: "
+    "`expert_hit = torch.greater(expert_mask.sum(...), 0).nonzero()` then a Python loop over the hit experts "
+    "(`if expert_idx == self.num_experts` is a host read); nonzero sizes its output on the host",
+)
+_register(
+    "batched_mm",
+    torch.float32,
+    "pass",
+    "transformers/integrations/moe.py batched_mm_experts_forward: repeat_interleave by the constant top_k, "
+    "gate_up_proj[expert_ids] gathers with integer indices, bmm, reshape+sum: fixed shapes, no host read",
+)
+_register(
+    "grouped_mm",
+    torch.bfloat16,
+    "pass",
+    "transformers/integrations/moe.py grouped_mm_experts_forward: offsets from "
+    "torch.histc(bins=E, min=0, max=E-1) (explicit range: no host read, SummaryOps.cu _histc_cuda_template), "
+    "then torch._grouped_mm on bf16, the sm_90 CUTLASS path that reads offs on the device "
+    "(aten/src/ATen/native/cuda/GroupedBlas.cpp _grouped_mm_cuda: 'fast path, no d2h sync needed')",
+)
+_register(
+    "grouped_mm",
+    torch.float32,
+    "capture_sync",
+    "the same grouped_mm path on fp32: _grouped_mm_cuda leaves the bf16 fast path for _grouped_mm_fallback, "
+    "which copies offs to the host (on the GPU: a device-to-host copy into pageable memory under capture)",
+)
+for hub_only in ("deepgemm", "sonicmoe"):
+    SKIPPED[f"{__name__}:{hub_only}"] = (
+        f"experts implementation {hub_only!r} loads its kernels from the hub and needs a GPU; "
+        "this suite downloads nothing"
     )
-    _register(
-        "batched_mm",
-        torch.float32,
-        "pass",
-        "transformers/integrations/moe.py batched_mm_experts_forward: repeat_interleave by the constant top_k, "
-        "gate_up_proj[expert_ids] gathers with integer indices, bmm, reshape+sum: fixed shapes, no host read",
-    )
-    _register(
-        "grouped_mm",
-        torch.bfloat16,
-        "pass",
-        "transformers/integrations/moe.py grouped_mm_experts_forward: offsets from "
-        "torch.histc(bins=E, min=0, max=E-1) (explicit range: no host read, SummaryOps.cu _histc_cuda_template), "
-        "then torch._grouped_mm on bf16, the sm_90 CUTLASS path that reads offs on the device "
-        "(aten/src/ATen/native/cuda/GroupedBlas.cpp _grouped_mm_cuda: 'fast path, no d2h sync needed')",
-    )
-    _register(
-        "grouped_mm",
-        torch.float32,
-        "capture_sync",
-        "the same grouped_mm path on fp32: _grouped_mm_cuda leaves the bf16 fast path for _grouped_mm_fallback, "
-        "which copies offs to the host (on the GPU: a device-to-host copy into pageable memory under capture)",
-    )
-    for hub_only in ("deepgemm", "sonicmoe"):
-        SKIPPED[f"{__name__}:{hub_only}"] = (
-            f"experts implementation {hub_only!r} loads its kernels from the hub and needs a GPU; "
-            "this suite downloads nothing"
-        )

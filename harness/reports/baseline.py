@@ -5,13 +5,20 @@
 - verdict changes: a case whose verdict differs, except a fix (FAIL in old, ok in new), which is listed apart
   so the baseline gets refreshed but does not fail the night;
 - error growth: the case's max eager error, or for a case expected to pass its max graph error, grew more
-  than 2x (a negative control's graph error is the size of the defect it injects). Values below 1e-6 are
-  noise for every dtype the cases use (fp32 round-off is ~1e-7), so both sides are floored at 1e-6 before
-  the ratio; NaN (not applicable) is never compared; inf (NaN/Inf found) where the old value was finite
+  than 2x AND now exceeds 10% of the case's threshold (a negative control's graph error is the size of the
+  defect it injects, so it is not compared). Growth far below the threshold is a change of rounding, not of
+  correctness: four moe_gemm cases went from 0 to 5.5e-5 against a threshold of 5e-3 when their reference
+  changed, which must not fail a night; an error that crosses a tenth of its threshold has eaten a real part
+  of the margin. Values below 1e-6 are noise for every dtype the cases use (fp32 round-off is ~1e-7), so
+  both sides are floored at 1e-6 before the ratio; a threshold of 0 (bit-exact) makes any growth past the
+  floor count; NaN (not applicable) is never compared; inf (NaN/Inf found) where the old value was finite
   counts as grown;
-- missing cases: in old, not in new. They count as a regression: a nightly run that silently lost cases
-  (renamed, deleted, or a run cut short) must not read as green. Refresh the baseline when a case is renamed.
-Cases only in the new run are listed; they regress only if they fail.
+- missing cases: in old, not in new, and not skipped by the new run. They count as a regression: a nightly
+  run that silently lost cases (renamed, deleted, or a run cut short) must not read as green. Refresh the
+  baseline when a case is renamed.
+Listed, never a regression by themselves: cases only in the new run (they regress only if they fail), and
+cases the new run skipped with a reason (its skipped.csv: a requirement the machine or environment does not
+meet, such as an optional library that is missing or too old; graphsafe.requirements).
 
 What is read is checked first (RunReadError, exit 2): each file must have the columns REQUIRED_COLUMNS with
 known verdicts and numbers where numbers belong (a bad cell is named by column and line), a fingerprint.json
@@ -23,10 +30,13 @@ file with no rows has no platform to differ in. `report nightly` knows its basel
 the file by it. A run that stopped early is compared (its missing cases count) and the output says it was
 incomplete.
 
-Baselines live at reports/baselines/<platform>.csv, platform = `platform_slug(fingerprint)`: "cpu" for the CPU
-backend, else a slug of GPU name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942").
-`graphsafe report nightly RUN_DIR` compares a run with its platform's baseline (what `make nightly`
-calls); `graphsafe report baseline RUN_DIR` makes that run the baseline.
+Baselines live in the user's repository, at <baseline folder>/<platform>.csv: the folder is [tool.graphsafe]
+`baseline` (graphsafe.config; default graphsafe-baselines/ beside the pyproject.toml, or in the working
+directory; this repository's is reports/baselines), or `--baseline PATH` (a folder, or one .csv). Never in
+the installed package. platform = `platform_slug(fingerprint)`: "cpu" for the CPU backend, else a slug of GPU
+name and architecture ("nvidia-h200-sm_90", "amd-instinct-mi300x-gfx942"). `graphsafe report nightly RUN_DIR`
+compares a run with its platform's baseline (what `make nightly` calls); `graphsafe report baseline RUN_DIR`
+makes that run the baseline.
 """
 
 from __future__ import annotations
@@ -43,7 +53,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from graphsafe import config
 from graphsafe.reports import fingerprint as fingerprint_mod
+from graphsafe.reports import skipped as skipped_report
 from graphsafe.reports.results import (
     FLOAT_COLUMNS,
     NOTES_KEY,
@@ -66,8 +78,8 @@ GRAPH_ERROR_TRACKED = frozenset({"pass", "fallback_eager"})
 # NOTE on the floor: errors are relative (max|out-ref| / max|ref|); fp32 round-off is about 1.2e-7 per op, so
 # anything below 1e-6 is noise and a change from 1e-8 to 1e-7 must not fail a night.
 ERROR_FLOOR = 1e-6
-# A checkout's committed baselines (reports/baselines/ next to the harness package); `make nightly` runs there.
-BASELINE_DIR = Path(__file__).resolve().parents[2] / "reports" / "baselines"
+# An error growth counts once the new error exceeds this share of the case's threshold (module note).
+THRESHOLD_SHARE = 0.1
 # What a comparison reads: without them a "no regression" would be about empty strings.
 REQUIRED_COLUMNS: tuple[str, ...] = ("case", "backend", "verdict", "expected", "eager_error", "graph_error")
 
@@ -85,6 +97,7 @@ class RunRead:
     platform: str  # platform_slug from the run's fingerprint.json, "" without one
     notes: list[str]
     backend: str = ""  # "cpu" or "gpu": the fingerprint's, else the rows' when they all agree; "" unknown
+    skipped: dict[str, str] = field(default_factory=dict)  # case -> reason (the run's skipped.csv)
 
 
 def read_run(path: Path | str) -> RunRead:
@@ -114,8 +127,15 @@ def read_run(path: Path | str) -> RunRead:
     sentence = completeness_sentence(status)
     if sentence:
         notes = [*notes, f"{csv_path}: {sentence}"]
+    skipped: dict[str, str] = {}
+    if csv_path.name == "results.csv":
+        try:
+            skipped = skipped_report.read(csv_path.parent)
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise RunReadError(f"cannot read the run's skipped cases: {exc}") from None
     platform, backend = _platform_of(csv_path, df)
-    return RunRead(csv_path, {x.case: x for x in case_summaries(df)}, platform, notes, backend)
+    cases = {x.case: x for x in case_summaries(df)}
+    return RunRead(csv_path, cases, platform, notes, backend, skipped)
 
 
 def _check_verdicts(csv_path: Path, raw: pd.DataFrame) -> None:
@@ -240,6 +260,7 @@ class BaselineDiff:
     missing_in_new: list[str] = field(default_factory=list)
     fixed: list[CaseChange] = field(default_factory=list)  # FAIL -> ok: good news, refresh the baseline
     added_in_new: list[str] = field(default_factory=list)
+    skipped_in_new: dict[str, str] = field(default_factory=dict)  # baseline case -> why the new run skipped it
 
     @property
     def regressed(self) -> bool:
@@ -247,6 +268,16 @@ class BaselineDiff:
 
 
 # ---------------------------------------------------------------------------------------------- comparing
+
+
+def counts_as_growth(old: float, new: float, threshold: float) -> bool:
+    """The nightly rule: `new` grew (grew()) and exceeds THRESHOLD_SHARE of the case's threshold (any value
+    when the threshold is 0, bit-exact; the ratio alone when no threshold applies, NaN)."""
+    if not grew(old, new):
+        return False
+    if math.isnan(threshold) or math.isinf(new):
+        return True
+    return new > THRESHOLD_SHARE * threshold
 
 
 def grew(old: float, new: float) -> bool:
@@ -269,7 +300,9 @@ def diff_runs(old: Path | str | RunRead, new: Path | str | RunRead) -> BaselineD
     result = BaselineDiff(
         old_path=old_path, new_path=new_path, old_cases=len(old_cases), new_cases=len(new_cases)
     )
-    result.missing_in_new = sorted(set(old_cases) - set(new_cases))
+    gone = set(old_cases) - set(new_cases)
+    result.skipped_in_new = {c: new_run.skipped[c] for c in sorted(gone) if c in new_run.skipped}
+    result.missing_in_new = sorted(gone - set(new_run.skipped))
     result.added_in_new = sorted(set(new_cases) - set(old_cases))
     for name in sorted(new_cases):
         now = new_cases[name]
@@ -290,7 +323,7 @@ def diff_runs(old: Path | str | RunRead, new: Path | str | RunRead) -> BaselineD
         ):
             if metric == "graph_error" and now.expected not in GRAPH_ERROR_TRACKED:
                 continue  # a negative control's graph error is the size of its defect (module note)
-            if grew(old_value, new_value):
+            if counts_as_growth(old_value, new_value, now.threshold):
                 result.error_growth.append(ErrorGrowth(name, metric, old_value, new_value))
     return result
 
@@ -316,7 +349,7 @@ def format_diff(c: BaselineDiff) -> str:
     section("new failures", [f"{x.case}: {x.new} ({x.note})" for x in c.new_failures])
     section("verdict changes", [f"{x.case}: {x.old} -> {x.new} ({x.note})" for x in c.verdict_changes])
     section(
-        f"errors grown more than {GROWTH_FACTOR:g}x",
+        f"errors grown more than {GROWTH_FACTOR:g}x, past {THRESHOLD_SHARE:.0%} of the threshold",
         [
             f"{g.case}: {g.metric} {format_error(g.old)} -> {format_error(g.new)} ({_factor_text(g)})"
             for g in c.error_growth
@@ -325,6 +358,7 @@ def format_diff(c: BaselineDiff) -> str:
     section("missing in new run", c.missing_in_new)
     section("fixed (FAIL -> ok; refresh the baseline)", [f"{x.case}: {x.old} -> {x.new}" for x in c.fixed])
     section("new cases", c.added_in_new)
+    section("skipped by the new run (not compared)", [f"{k}: {v}" for k, v in c.skipped_in_new.items()])
     return "\n".join(lines)
 
 
@@ -383,34 +417,34 @@ def platform_slug(fingerprint: dict[str, str]) -> str:
     return "-".join(p for p in parts if p) or "gpu-unknown"
 
 
-def baseline_path(fingerprint: dict[str, str], root: Path | None = None) -> Path:
-    return (root or BASELINE_DIR) / f"{platform_slug(fingerprint)}.csv"
+def baseline_path(fingerprint: dict[str, str], baseline: Path | str | None = None) -> Path:
+    """The baseline file of the run's platform: `baseline` itself when it names a .csv, else
+    <baseline>/<platform>.csv; `baseline` defaults to [tool.graphsafe] baseline (graphsafe.config)."""
+    where = Path(baseline) if baseline is not None else config.load().baseline
+    return where if where.suffix == ".csv" else where / f"{platform_slug(fingerprint)}.csv"
 
 
 def main_nightly(
     run_dir: Path | str,
-    root: Path | None = None,
+    baseline: Path | str | None = None,
     allow_platform_mismatch: bool = False,
     out: Callable[[str], None] = print,
-    baseline: Path | str | None = None,
 ) -> int:
     """Compare a finished run with its platform's baseline; 1 on regression or when no baseline exists.
 
-    `baseline`: a baseline .csv (a user's repository keeps its own), or a folder of <platform>.csv files;
-    default: the checkout's reports/baselines."""
+    `baseline`: a folder of <platform>.csv files, or one baseline .csv; default [tool.graphsafe] baseline."""
     try:
         fp = read_fingerprint(run_dir)
     except RunReadError as exc:
         print(f"graphsafe nightly: {exc}", file=sys.stderr)
         return 2
-    if baseline is not None and Path(baseline).is_dir():
-        root = Path(baseline)
-    path = Path(baseline) if baseline is not None and not Path(baseline).is_dir() else baseline_path(fp, root)
+    path = baseline_path(fp, baseline)
     if not path.exists():
         # A night without a baseline compares with nothing; failing says so instead of a green light.
+        given = "" if baseline is None else f" --baseline {baseline}"
         print(
             f"graphsafe nightly: no baseline {path} for this platform; make one with\n"
-            f"  graphsafe report baseline {run_dir}",
+            f"  graphsafe report baseline {run_dir}{given}",
             file=sys.stderr,
         )
         return 1
@@ -426,15 +460,15 @@ def main_nightly(
     )
 
 
-def update(run_dir: Path | str, root: Path | None = None) -> Path:
-    """Make this run's results.csv the baseline of its platform; returns the baseline path.
+def update(run_dir: Path | str, baseline: Path | str | None = None) -> Path:
+    """Make this run's results.csv the baseline of its platform (baseline_path); returns the baseline path.
 
     RunReadError for a run that cannot be read or did not finish: a baseline must hold every case."""
     fp = read_fingerprint(run_dir)
     run = read_run(run_dir)
     if run.notes:
         raise RunReadError("; ".join(run.notes))
-    path = baseline_path(fp, root)
+    path = baseline_path(fp, baseline)
     path.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(results_csv(run_dir), path)
     return path

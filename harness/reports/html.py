@@ -1,12 +1,14 @@
 """report.html: one self-contained page per run that reads at a glance.
 
 Top to bottom: the verdict counts (negative controls that got the failure they expect count as "caught",
-not as failures); a run that stopped early says so first; the failures, each with its repro command, replay
-table and per-replay plot; the platform conformance grid (the `platform*` families: the graph runtime's own
-checks, one column per platform); every case in one table, full names, sortable by any column and filterable
-by text and status; the cases whose errors came within 2x of their threshold, with their per-replay plots
-(plots of cases far below the threshold say nothing and are left out); the errors of every case against
-its threshold and the environment, both folded.
+not as failures; a count of 0 is left out); a run that stopped early says so first; the failures, each with
+its repro command, replay table and per-replay plot; the platform conformance grid (the `platform*` families:
+the graph runtime's own checks, one column per platform); every case in one table, failures first, full
+names, sortable by any column and filterable by text and status; the cases whose errors came within 2x of
+their threshold, with their per-replay plots (plots of cases far below the threshold say nothing and are
+left out); the errors of every case against its threshold and the environment, both folded. A section
+without content is left out (a user's run has no platform cases, often no negative control), and the page
+fits a 1280-pixel window: long names and details wrap, the plot scales down.
 
 One file, no external resources (inline CSS, SVG and one short inline script; no fonts, links or images),
 so it can be attached to an issue or opened from an artifact store offline; without the script every table
@@ -50,8 +52,10 @@ NEAR_THRESHOLD = 2.0  # a passing case whose largest error is within this factor
 
 _CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.2em; }
-th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: 0.5em 0 1.2em; max-width: 100%; }
+th, td { border: 1px solid #ccc; padding: 2px 8px; text-align: left; vertical-align: top;
+  overflow-wrap: anywhere; }
+svg.errors { max-width: 100%; height: auto; }
 td.num { text-align: right; font-family: ui-monospace, monospace; }
 td.status, td.cell { white-space: nowrap; }
 table.sortable th { cursor: pointer; background: #f6f6f6; }
@@ -359,10 +363,9 @@ def near_threshold(s: CaseSummary) -> bool:
 def verdict_counts(summaries: list[CaseSummary]) -> str:
     """The first line of the page: as expected / caught / FAIL, then how many cases got each verdict."""
     labels = [status_label(s)[0] for s in summaries]
+    counted = (("ok", "ok"), ("caught", "negative controls caught"), ("FAIL", "FAIL"))
     chips = [
-        f'<span class="ok">{labels.count("ok")} ok</span>',
-        f'<span class="caught">{labels.count("caught")} negative controls caught</span>',
-        f'<span class="FAIL">{labels.count("FAIL")} FAIL</span>',
+        f'<span class="{css}">{labels.count(css)} {text}</span>' for css, text in counted if labels.count(css)
     ]
     by_verdict: dict[str, int] = {}
     for s in summaries:
@@ -460,14 +463,10 @@ def render_html(results: pd.DataFrame, fingerprint: dict[str, str], model: RunMo
                 s = section.summary
                 plot = replay_series_plot(s, model.groups[s.case]) if s.replays > 0 else ""
                 body.append(failure_html(section, plot))
-        body.append("<h2>Platform conformance</h2>")
-        platform = _platform_label(fingerprint)
-        labels = {s.case: platform or s.backend for s in platform_cases}
-        body.append(
-            conformance_grid(platform_cases, labels)
-            if platform_cases
-            else "<p>No platform conformance cases in this run.</p>"
-        )
+        if platform_cases:
+            platform = _platform_label(fingerprint)
+            labels = {s.case: platform or s.backend for s in platform_cases}
+            body += ["<h2>Platform conformance</h2>", conformance_grid(platform_cases, labels)]
         body += [f"<h2>All cases ({len(summaries)})</h2>", _FILTERS, cases_table_html(summaries)]
         near = [s for s in summaries if not s.failed and s.replays > 0 and near_threshold(s)]
         if near:

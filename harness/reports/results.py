@@ -7,7 +7,8 @@ keeps every result already written. The reader turns the CSV text back into type
 What a run survives (README "What a run survives"):
 - A report dir is claimed with a lock (`claim_run_dir`): a second run into it while the first runs fails at
   once naming the first (pid, host, start time); a dir that already holds a run's reports is refused, never
-  overwritten. The default dir, reports/runs/<time>-<host>/, gets a -2, -3 ... suffix when taken.
+  overwritten. The default dir, graphsafe-runs/<time>-<host>/ (the runs folder: graphsafe.config), gets a
+  -2, -3 ... suffix when taken.
 - While the run goes, results.csv's first line is a `# graphsafe run in progress ...` status line that names
   the planned cases. A run that finishes every case rewrites the file without it (plain CSV); a run that stops
   early (SIGINT, SIGTERM, an error) rewrites it as `# graphsafe run INCOMPLETE ...` with the cases that never
@@ -80,8 +81,9 @@ COLUMNS: tuple[str, ...] = (
 )
 
 
-def default_run_dir(root: Path = Path("reports/runs")) -> Path:
-    """reports/runs/<time>-<host>/ under the working directory: one folder per run, sortable by time."""
+def default_run_dir(root: Path = Path("graphsafe-runs")) -> Path:
+    """<root>/<time>-<host>/ (default graphsafe-runs/ under the working directory): one folder per run, sortable
+    by time."""
     return root / f"{time.strftime('%Y%m%d-%H%M%S')}-{socket.gethostname()}"
 
 
@@ -114,7 +116,7 @@ class RunDirClaim:
         self._handle.close()
 
 
-def claim_run_dir(run_dir: Path | None, root: Path = Path("reports/runs")) -> RunDirClaim:
+def claim_run_dir(run_dir: Path | None, root: Path = Path("graphsafe-runs")) -> RunDirClaim:
     """Create and lock the run's report dir; RunDirError with one line when it cannot be this run's.
 
     Chosen policy: refuse, never overwrite, never nest. A --report-dir that holds a run's reports is refused
