@@ -5,7 +5,7 @@
     result = check(case, backend="auto")   # result.verdict, result.rows
     is_capturing()                         # inside an op: is a graph (or the cpu recorder) capturing now?
 
-Extend this surface; never break it (README, "The public contract").
+Extend this surface; never break it (README, "Commands" and "Your first case").
 
 The names load on first use (PEP 562 module __getattr__), not at `import graphsafe`: the pytest plugin is
 loaded by every pytest run in an environment where graphsafe is installed, and importing the contract's

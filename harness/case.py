@@ -70,7 +70,7 @@ class Case:
     requires: what the case needs from the machine, e.g. ("gpu", "sm_90", "fp8", "devices>=2")
         (graphsafe.requirements lists the vocabulary); where one is missing the pytest plugin skips the case
         with the reason.
-    Engine-style extensions (harness/engine.py runs the last three; README "Engine-style cases"):
+    Engine-style extensions (harness/engine.py runs the last three; cases/engine_style.py has a buggy/fixed pair of each):
     prepare(inputs) -> None: a host-side step run on the inputs before the capture, before every replay (on
         the graph's static inputs, after B is copied in) and before every eager call (on its copy), as an
         engine runs FlashInfer's plan() or its attention-metadata preparation before each replay.

@@ -902,7 +902,7 @@ def summary_line(
         parts.append(f"{planned - len(results)} not run")
     took = f"{seconds:.1f}s" if seconds < 10 else format_eta(seconds)
     head = f"graphsafe: {stopped}: " if stopped else "graphsafe: "
-    return f"{head}{', '.join(parts)} in {took}; report: {run_dir}"
+    return f"{head}{', '.join(parts)} in {took}; report: {_shown(Path(run_dir).resolve())}"
 
 
 def print_table(results: list[Result]) -> None:

@@ -1,4 +1,4 @@
-"""The README's "Adding an op family" steps, followed for a tiny new family: a scaled copy, out = scale * x.
+"""CONTRIBUTING.md's "Adding an op family" steps, followed for a tiny new family: a scaled copy, out = scale * x.
 
 Method: the three files the steps ask for are written into a temporary folder that stands for the checkout's
 kernels/ and cases/ (family folder ``my_kernels/scaled_copy/`` with ``scaled_copy.hip`` and ``ops.py``, case
@@ -24,7 +24,7 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
-# Step 2 of the README: the device kernel and its CPU twin in one source (the twin under GS_BACKEND_HOST).
+# Step 2 of CONTRIBUTING.md: the device kernel and its CPU twin in one source (the twin under GS_BACKEND_HOST).
 KERNEL = r"""
 // scaled_copy.hip -- out[i] = scale * x[i] (f32): the smallest op family.
 #include "hip_compat.h"
@@ -131,7 +131,7 @@ register(Case(name="scaled_copy_half_written_control", make_inputs=make_inputs,
 
 
 def _write_family(root: pathlib.Path) -> list[pathlib.Path]:
-    """The README's steps 1-4 under `root`; returns every file created."""
+    """CONTRIBUTING.md's steps 1-4 under `root`; returns every file created."""
     family = root / "my_kernels" / "scaled_copy"
     family.mkdir(parents=True)
     (root / "my_cases").mkdir()

@@ -55,7 +55,7 @@ VARIANTS = {
             make_inputs=make_inputs,
             op=functools.partial(op, fixed=fixed),
             reference=reference,
-            expect=expect,  # the verdict the report's behaviour gets; see README "Verdicts"
+            expect=expect,  # the verdict the report's behaviour gets; see README "Verdicts, likely causes, what to try"
             note=note,  # why this verdict (and any tolerance) is what it is
         )
     )

@@ -4,7 +4,7 @@ The writer appends each finished case's rows and flushes them to disk at once, s
 keeps every result already written. The reader turns the CSV text back into typed columns; every report
 (summary.md, report.html, junit, baselines) reads runs through it.
 
-What a run survives (README "What a run survives"):
+What a run survives (README "In CI"):
 - A report dir is claimed with a lock (`claim_run_dir`): a second run into it while the first runs fails at
   once naming the first (pid, host, start time); a dir that already holds a run's reports is refused, never
   overwritten. The default dir, graphsafe-runs/<time>-<host>/ (the runs folder: graphsafe.config), gets a
