@@ -12,7 +12,7 @@ What it sees as a real graph would:
   torch.compile (inductor) are each one node of the record, as their kernels are one unit to a real graph,
   but every op they issue while being captured is checked by the same rules;
 - `empty*` re-poisoned on every replay.
-What it does not see, as documented in the README: plain Python and pybind11 calls outside any op (they run
+What it does not see (harness/DESIGN.md, "Limits"): plain Python and pybind11 calls outside any op (they run
 once, at capture, and never on replay: the unrecorded-handshake shape of FreeToken issue #350), streams,
 events and other threads; for torch.compile it checks the C++ code inductor generates for the CPU, not the
 Triton kernels or CUDA graphs a GPU build runs.
