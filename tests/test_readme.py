@@ -154,3 +154,16 @@ def test_each_case_file_prints_the_failure_the_readme_shows(name: str, tmp_path:
             f"README line not printed (in this order):\n{line}\n\nprinted:\n{run.stdout}"
         )
         at = printed.index(line, at) + 1
+
+
+def test_every_test_the_readme_cites_exists() -> None:
+    """Method: each `test_...` name in the README against the test functions of tests/. Expected: every one
+    exists, so a guarantee of "What a run survives" always points at the test that proves it."""
+    cited = set(re.findall(r"`(test_\w+)`", README.read_text(encoding="utf-8")))
+    defined = {
+        name
+        for path in (ROOT / "tests").glob("test_*.py")
+        for name in re.findall(r"^def (test_\w+)\(", path.read_text(encoding="utf-8"), re.M)
+    }
+    assert len(cited) >= 10, cited
+    assert cited <= defined, sorted(cited - defined)
