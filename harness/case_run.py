@@ -27,7 +27,7 @@ from graphsafe.errors import CaseError
 from graphsafe.process_state import restored
 from graphsafe.processes import CaseProcesses
 from graphsafe.protocol import check
-from graphsafe.records import Result, Row
+from graphsafe.records import Result, case_level_result
 from graphsafe.tracebacks import user_frame, with_user_frame
 
 _FIELDS = ("make_inputs", "reference", "op", "prepare", "make_module")
@@ -83,26 +83,7 @@ def broken_case(
     """The `broken_case` result: one case-level row whose detail is the error, at the user's line."""
     name = backend.name if isinstance(backend, GraphBackend) else resolve_backend_name(backend)
     detail = with_user_frame(str(error), cause if cause is not None else error)
-    row = Row(
-        case=case.name,
-        family=case.family,
-        backend=name,
-        device="",
-        pattern="",
-        replay=-1,
-        seed_a=0,
-        seed=0,
-        eager_error=None,
-        graph_error=None,
-        graph_vs_eager=None,
-        threshold=None,
-        bit_exact=False,
-        nonfinite=0,
-        poisoned=0,
-        row_verdict=V.BROKEN_CASE,
-        detail=detail,
-    )
-    return Result(case.name, case.expect, V.BROKEN_CASE, name, [row], detail)
+    return case_level_result(case.name, case.family, case.expect, name, V.BROKEN_CASE, detail)
 
 
 def _raising_field(case: Case, exc: BaseException) -> str:

@@ -555,7 +555,9 @@ class RunClock:
         slowest = sorted(self.case_seconds().items(), key=lambda c: -c[1])[:SLOWEST_SHOWN]
         tail = "; slowest: " + ", ".join(f"{n} {s:.1f}s" for n, s in slowest) if slowest else ""
         if not quiet:
-            print(f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr)
+            print(
+                f"graphsafe: time ({workers} worker{'s' * (workers != 1)}): {phases}{tail}", file=sys.stderr
+            )
         write_atomic(run_dir / "times.csv", "\n".join(lines) + "\n")  # ReportWriteError: the caller says so
 
 

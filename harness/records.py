@@ -68,3 +68,29 @@ class Result:
     @property
     def ok(self) -> bool:
         return self.verdict == self.expected
+
+
+def case_level_result(
+    case: str, family: str, expected: str, backend: str, verdict: str, detail: str
+) -> Result:
+    """A result for a case that produced no rows of its own (crash, timeout)."""
+    row = Row(
+        case=case,
+        family=family,
+        backend=backend,
+        device="",
+        pattern="",
+        replay=-1,
+        seed_a=0,
+        seed=0,
+        eager_error=None,
+        graph_error=None,
+        graph_vs_eager=None,
+        threshold=None,
+        bit_exact=False,
+        nonfinite=0,
+        poisoned=0,
+        row_verdict=verdict,
+        detail=detail,
+    )
+    return Result(case, expected, verdict, backend, [row], detail)

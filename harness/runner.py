@@ -39,7 +39,7 @@ from graphsafe.poison import PATTERNS
 from graphsafe.process_state import restored
 from graphsafe.processes import RunProcesses, run_processes
 from graphsafe.protocol import validate_definition
-from graphsafe.records import Result, Row
+from graphsafe.records import Result, Row, case_level_result
 
 DEFAULT_DEADLINE_S = 300.0
 # Workers run the same interpreter, which imports graphsafe as this process did (installed or editable).
@@ -626,32 +626,6 @@ def _failed(case: Case, options: RunOptions, verdict: str, detail: str) -> Resul
     return case_level_result(
         case.name, case.family, case.expect, resolve_backend_name(options.backend), verdict, detail
     )
-
-
-def case_level_result(
-    case: str, family: str, expected: str, backend: str, verdict: str, detail: str
-) -> Result:
-    """A result for a case that produced no rows of its own (crash, timeout)."""
-    row = Row(
-        case=case,
-        family=family,
-        backend=backend,
-        device="",
-        pattern="",
-        replay=-1,
-        seed_a=0,
-        seed=0,
-        eager_error=None,
-        graph_error=None,
-        graph_vs_eager=None,
-        threshold=None,
-        bit_exact=False,
-        nonfinite=0,
-        poisoned=0,
-        row_verdict=verdict,
-        detail=detail,
-    )
-    return Result(case, expected, verdict, backend, [row], detail)
 
 
 def _kill(worker: _Worker) -> None:
