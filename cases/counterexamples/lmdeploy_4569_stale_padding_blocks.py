@@ -46,15 +46,19 @@ MAX_CONTEXT = BLOCK_SIZE * BLOCKS_PER_REQUEST
 HEAD_DIM = 64
 PAD_SEQLEN = 1  # max_tokens // max_batchs for a decode graph: what padded requests get as q and kv length
 PADDING_BLOCK = 0  # "0 is reserved for padding requests"
-# Block 0 plus the blocks of GRAPH_BS + 1 consecutive requests: the requests a step runs, and the one a
-# shrinking batch leaves behind in a padding row, never share a block.
-POOL_BLOCKS = 1 + (GRAPH_BS + 1) * BLOCKS_PER_REQUEST
+# A request's first block is one of FIRST_BLOCKS, its second one of SECOND_BLOCKS (coprime counts, both above
+# GRAPH_BS): the GRAPH_BS + 1 consecutive requests a step runs or leaves in a padding row never share a
+# block, and the block tables of the steps at seeds s and s + n are equal only when n is a multiple of 11 x 13
+# = 143, so every B of a run with fewer than 143 replays differs from A (the harness refuses an equal input).
+FIRST_BLOCKS, SECOND_BLOCKS = 11, 13
+POOL_BLOCKS = 1 + FIRST_BLOCKS + SECOND_BLOCKS
 
 
 def request_blocks(request: torch.Tensor) -> torch.Tensor:
     """The block table of each request: the same blocks at every step, never block 0. [rows, width]"""
-    first = (request[:, None] * BLOCKS_PER_REQUEST + torch.arange(BLOCKS_PER_REQUEST)) % (POOL_BLOCKS - 1)
-    return (first + 1).to(torch.int32)
+    first = 1 + request % FIRST_BLOCKS
+    second = 1 + FIRST_BLOCKS + request % SECOND_BLOCKS
+    return torch.stack([first, second], dim=1).to(torch.int32)
 
 
 def kv_length(request: torch.Tensor, step: int) -> torch.Tensor:
