@@ -749,11 +749,14 @@ def run_verify(
                         options=options,
                         notes=report_notes,
                     )
-                    skipped_report.write(run_dir, getattr(args, "skipped", {}))
                 except ReportWriteError as exc:
                     report_errors.append(str(exc))
                 except OSError as exc:
                     report_errors.append(f"could not write the reports in {run_dir}: {exc}")
+                try:  # apart: the nightly comparison needs it even where another report could not be written
+                    skipped_report.write(run_dir, getattr(args, "skipped", {}))
+                except ReportWriteError as exc:
+                    report_errors.append(str(exc))
                 clock.mark("reports")
                 try:
                     clock.write(run_dir, jobs, quiet=bool(quiet))
