@@ -58,8 +58,8 @@ def _case(ex: cpu_moe.CpuMoeExecutor, expect: str, *, force: bool = False) -> Ca
     )
 
 
-def _eager_is_right(ex: cpu_moe.CpuMoeExecutor) -> bool:
-    x = cpu_moe.make_routing(77, T, E, K, H, ex.device, torch.bfloat16)
+def _eager_is_right(ex: cpu_moe.CpuMoeExecutor, seed: int = 77) -> bool:
+    x = cpu_moe.make_routing(seed, T, E, K, H, ex.device, torch.bfloat16)
     out = ex(x["hidden"], x["expert_ids"], x["router_weights"])
     ref = ex.reference(x["hidden"], x["expert_ids"], x["router_weights"])
     return (
@@ -162,6 +162,26 @@ def test_wait_guard_releases_a_wait_nobody_answers() -> None:
     assert answered == [True] and time.monotonic() - start < 2.0
     assert guard.releases > 0 and not guard.hung
     ex.close()
+
+
+def test_wait_guard_leaves_idle_executors_right() -> None:
+    """Method: an idle executor called once, then a wait_guard block that must release another executor's
+    ignored slot, then the idle one called with two new inputs. Expected: both calls right. (A guard that
+    answered idle slots too would make the idle executor's next wait return before its CPU side ran, and
+    every later call read the call before it.)"""
+    idle = _executor()
+    assert _eager_is_right(idle, seed=1)
+    busy = _executor()
+    slot = busy.probe_slots[0]
+    busy.service.set_slot_ignored(slot.index, True)
+    with cpu_moe.wait_guard(0.05) as guard:
+        waiter = threading.Thread(target=lambda: busy.service.notify_wait(slot.index, 3_000_000))
+        waiter.start()
+        waiter.join(2.0)
+    assert guard.releases > 0 and not waiter.is_alive()
+    assert _eager_is_right(idle, seed=2) and _eager_is_right(idle, seed=3)
+    busy.close()
+    idle.close()
 
 
 def test_cpu_eager_mode_refuses_capture_and_stays_right() -> None:

@@ -104,6 +104,20 @@ PYBIND11_MODULE(GS_MODULE_NAME, m) {
            })
       .def("release", [](Executor& ex, int i) { store_release(ex.slot(i).done, 1); },
            "Watchdog: answer slot i's wait without computing (the GPU queue must never hang).")
+      .def("release_if_requested",
+           [](Executor& ex, int i) {
+             // Only a posted request nobody took (req == 1): req 1 -> 0 first, so the service never answers
+             // it later, then done := 1 for the waiter. An idle slot is left alone: done := 1 there would
+             // answer the slot's NEXT wait at once, and every later call would read the call before it.
+             Slot& s = ex.slot(i);
+             uint32_t expected = 1;
+             if (!__atomic_compare_exchange_n(s.req, &expected, 0u, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+               return false;
+             store_release(s.done, 1);
+             return true;
+           },
+           "Watchdog for waits of any executor: answer slot i's wait only if its request was posted and not "
+           "taken; returns whether it did.")
       .def("signals",
            [](Executor& ex, int i) {
              Slot& s = ex.slot(i);

@@ -118,14 +118,14 @@ def executor_by_handle(handle: int) -> ExecutorCore:
 
 @contextlib.contextmanager
 def wait_guard(deadline_s: float, *, period_s: float = 0.01, max_s: float = 600.0) -> Iterator[Watchdog]:
-    """Run a block under a watchdog: past `deadline_s` it answers every live executor's waits (every
+    """Run a block under a watchdog: past `deadline_s` it answers every live executor's posted waits (every
     `period_s`) until the block exits, so no GPU wait-value in the block can hang the queue for good.
     `guard.releases > 0` afterwards says it had to: the block's results are then not to be trusted."""
     done = threading.Event()
 
     def release_all_live() -> None:
         for ex in list(_LIVE.values()):
-            ex.release_all()
+            ex.release_requested()
 
     guard = Watchdog(release_all_live, done.is_set, deadline_s=deadline_s, period_s=period_s, max_s=max_s)
     try:
@@ -299,6 +299,14 @@ class ExecutorCore:
         slots' results are then meaningless; callers report the step that needed it as failed."""
         for index in range(self.service.num_slots):
             self.service.release(index)
+
+    def release_requested(self) -> None:
+        """`wait_guard`'s action on every live executor: answer only the waits whose request was posted and
+        not taken (the service's `release_if_requested`). Most live executors are idle; answering an idle
+        slot would leave its answer for the slot's next wait, which then returns before the CPU side ran,
+        and every later call of that executor would read the call before it."""
+        for index in range(self.service.num_slots):
+            self.service.release_if_requested(index)
 
     def close(self) -> None:
         if self.closed:

@@ -4,7 +4,8 @@ close() on a GPU that does not drain, any block under `wait_guard` of kernels/cp
 NOTE on waits: a GPU wait-value has no timeout, nor does the split hostfn wait (a host function spinning on
 the same done word). The probe's watchdog releases a wait the CPU never answers (it stores done := 1, which
 either wait reads) and outlives a delayed launch; `wait_guard` is the same for any block of code (the GPU
-tests run under it): past its deadline it releases every live executor's waits until the block ends.
+tests run under it): past its deadline it answers every live executor's posted waits (a request nobody took)
+until the block ends, and leaves idle slots alone.
 Watchdog threads never call the GPU runtime (completion is a host word set by a host function): a runtime
 call from another thread would invalidate a global-mode capture that happens to be open.
 """
