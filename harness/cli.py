@@ -1161,8 +1161,7 @@ def _verify_selection(args: argparse.Namespace) -> tuple[list[Case], str, list[s
             [],
             skipped,
         )
-    backend = resolve_backend_name(args.backend)
-    reasons = "; ".join(f"{c.name}: {requirements.unmet(c.requires, backend)}" for c in selected)
+    reasons = "; ".join(f"{name}: {reason}" for name, reason in args.skipped.items())
     return (
         [],
         "",
